@@ -1,0 +1,83 @@
+"""The append-only audit trail (seed 003): who changed what, when.
+
+Every mutation of a store appends one row to ``audit_log``: actor, action, the
+namespace, target ids and a JSON ``details`` object.  Nothing updates or deletes
+audit rows except :func:`cleanup`, which applies the retention period (90 days by
+default).  Details say *that* something happened (``{"redacted": 2}``), never
+the secret itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from .store import Store
+
+
+def record(
+    store: Store,
+    action: str,
+    *,
+    actor: str = "api",
+    namespace: str | None = None,
+    target_ids: Sequence[str] = (),
+    details: dict[str, Any] | None = None,
+    at: dt.datetime | None = None,
+) -> None:
+    """Append one audit row."""
+    when = at or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    store.execute(
+        "INSERT INTO audit_log (logged_at, namespace, actor, action, target_ids, details)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            when,
+            namespace,
+            actor,
+            action,
+            [str(i) for i in target_ids],
+            json.dumps(details or {}, ensure_ascii=False, default=str, sort_keys=True),
+        ],
+    )
+
+
+def frame(
+    store: Store,
+    *,
+    namespace: str | None = None,
+    action: str | None = None,
+    since: dt.datetime | None = None,
+    limit: int | None = None,
+) -> pd.DataFrame:
+    """Audit rows as a DataFrame, newest first."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if namespace is not None:
+        clauses.append("namespace = ?")
+        params.append(namespace)
+    if action is not None:
+        clauses.append("action = ?")
+        params.append(action)
+    if since is not None:
+        clauses.append("logged_at >= ?")
+        params.append(since)
+    sql = "SELECT id, logged_at, namespace, actor, action, target_ids, details FROM audit_log"
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    sql += " ORDER BY id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(int(limit))
+    return store.df(sql, params)
+
+
+def cleanup(store: Store, retention_days: int, *, now: dt.datetime | None = None) -> int:
+    """Delete audit rows older than the retention period; returns how many went."""
+    now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    cutoff = now - dt.timedelta(days=retention_days)
+    rows = store.fetchall("DELETE FROM audit_log WHERE logged_at < ? RETURNING id", [cutoff])
+    return len(rows)

@@ -1,0 +1,132 @@
+"""Every default of the spec in one settings object.
+
+The numbers come from the three seed documents (see DESIGN.md, "Defaults"):
+seed 000 for working memory, the tri-hybrid context, importance and consolidation;
+seed 003 for sessions, audit retention and the injected-context budget; seed 004
+for the similarity-search threshold.  They are defaults, not truths: every one can
+be changed per store (``Memory(..., settings=Settings(relevance_threshold=0.4))``
+or ``mem.configure(...)``) and most per call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidInput
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_STORE_FILENAME = "nbmemory.duckdb"
+
+#: Environment variable naming the default store path.
+ENV_STORE_PATH = "NBMEMORY_PATH"
+#: Environment variable naming a local directory holding the fastembed model.
+ENV_MODEL_PATH = "NBMEMORY_MODEL_PATH"
+
+
+def _default_importance() -> dict[str, float]:
+    return {"user": 0.5, "assistant": 0.5, "tool": 0.3, "system": 0.1}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Tunable numbers of a store.  Frozen: use :meth:`replace` to change them."""
+
+    # seed 000: working memory and the tri-hybrid context
+    working_memory_cap: int = 50
+    recency_limit: int = 10
+    salience_threshold: float = 0.8
+    salience_limit: int = 5
+    relevance_threshold: float = 0.65
+    relevance_limit: int = 5
+    importance_by_role: dict[str, float] = field(default_factory=_default_importance)
+    consolidation_interval_hours: float = 6.0
+    # seed 004: similarity search
+    similarity_threshold: float = 0.7
+    # seed 003: sessions, audit, injected context
+    session_ttl_hours: float = 24.0
+    max_concurrent_sessions: int = 5
+    audit_retention_days: int = 90
+    max_memory_tokens: int = 4096
+    # embeddings
+    embedding_model: str = DEFAULT_MODEL
+    embed_batch_size: int = 64
+    # guard rails
+    max_content_bytes: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        for name in ("salience_threshold", "relevance_threshold", "similarity_threshold"):
+            check_unit_interval(getattr(self, name), name, low=-1.0)
+        for name in (
+            "working_memory_cap",
+            "recency_limit",
+            "salience_limit",
+            "relevance_limit",
+            "max_concurrent_sessions",
+            "audit_retention_days",
+            "max_memory_tokens",
+            "embed_batch_size",
+            "max_content_bytes",
+        ):
+            check_limit(getattr(self, name), name, allow_zero=name.endswith("_limit"))
+        for name in ("consolidation_interval_hours", "session_ttl_hours"):
+            value = getattr(self, name)
+            if not _is_number(value) or not math.isfinite(value) or value <= 0:
+                raise InvalidInput(f"{name} must be a positive number of hours, got {value!r}")
+        if not isinstance(self.importance_by_role, dict) or not self.importance_by_role:
+            raise InvalidInput("importance_by_role must be a non-empty dict of role -> 0..1")
+        for role, value in self.importance_by_role.items():
+            check_unit_interval(value, f"importance_by_role[{role!r}]")
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` applied (and validated); unknown names are an error."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise InvalidInput(
+                f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of every setting (for display, export and audit)."""
+        return dataclasses.asdict(self)
+
+
+def default_store_path() -> str:
+    """``$NBMEMORY_PATH`` when set, else ``nbmemory.duckdb`` in the working directory."""
+    return os.environ.get(ENV_STORE_PATH) or DEFAULT_STORE_FILENAME
+
+
+def _is_number(value: Any) -> bool:
+    # numbers.Real covers int, float and numpy scalars; bool is an int but never a score.
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def check_unit_interval(value: Any, name: str, *, low: float = 0.0) -> float:
+    """``value`` as a float in ``[low, 1]``; NaN, inf, strings and bools are refused."""
+    if not _is_number(value):
+        raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {value!r}")
+    number = float(value)
+    if math.isnan(number) or not low <= number <= 1.0:
+        raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {value!r}")
+    return number
+
+
+def check_limit(value: Any, name: str, *, allow_zero: bool = True) -> int:
+    """``value`` as a non-negative int (positive when ``allow_zero`` is false)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        value = int(value)
+    else:
+        raise InvalidInput(f"{name} must be a whole number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = "0 or more" if allow_zero else "1 or more"
+        raise InvalidInput(f"{name} must be {bound}, got {value!r}")
+    return value

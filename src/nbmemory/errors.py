@@ -1,0 +1,50 @@
+"""The exceptions nbmemory raises.  Each message says what went wrong and what to do next.
+
+The notebook layer turns every :class:`NbMemoryError` into a one-line ``UsageError``;
+the CLI turns it into a non-zero exit with the message.
+"""
+
+from __future__ import annotations
+
+
+class NbMemoryError(Exception):
+    """Base class of every error nbmemory raises on purpose."""
+
+
+class InvalidInput(NbMemoryError, ValueError):
+    """An argument was refused before anything was stored."""
+
+
+class MemoryNotFound(NbMemoryError, KeyError):
+    """No memory (event) with that id in this namespace."""
+
+    def __init__(self, memory_id: str, namespace: str | None = None) -> None:
+        where = f" in namespace {namespace!r}" if namespace else ""
+        super().__init__(f"no memory with id {memory_id!r}{where}")
+        self.memory_id = memory_id
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class StoreError(NbMemoryError):
+    """The store file cannot be opened or used."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the DuckDB file open for writing."""
+
+    def __init__(self, path: str, pid: int | None = None, holder: str | None = None) -> None:
+        who = f"process {pid}" if pid else "another process"
+        if holder:
+            who += f" ({holder})"
+        super().__init__(
+            f"the store {path} is in use by {who}. DuckDB lets one process write a file: "
+            "close the other kernel or its Memory (mem.close()), or open another path."
+        )
+        self.path = path
+        self.pid = pid
+
+
+class EmbedderError(NbMemoryError):
+    """The embedding model could not be loaded or failed as a whole."""

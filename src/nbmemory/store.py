@@ -1,0 +1,676 @@
+"""The DuckDB file: connection, schema, migrations, and the statements on ``events``.
+
+One connection per store per process, guarded by a lock so the embedding worker
+and the caller's thread never interleave statements on it.  Every statement is
+parameterised; the only names ever formatted into SQL are column names taken from
+the fixed whitelists below.  Results are always fetched whole (an unfinished
+result keeps the connection busy, see DESIGN.md "Traps").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .errors import InvalidInput, StoreError, StoreLocked
+
+SCHEMA_VERSION = 1
+
+#: Columns of ``events`` in table order: the seed 000 columns, then ours.
+EVENT_COLUMNS = (
+    "id",
+    "session_id",
+    "namespace",
+    "kind",
+    "role",
+    "content",
+    "tool_call_id",
+    "tool_name",
+    "tool_calls_json",
+    "metadata",
+    "graph_id",
+    "task_id",
+    "created_at",
+    "updated_at",
+    "importance",
+    "embedding",
+    "embedding_model",
+    "embedding_error",
+    "consolidated_at",
+)
+
+#: Columns a caller may filter ``events`` on with equality (``filters={...}``).
+FILTER_COLUMNS = frozenset(
+    {"session_id", "namespace", "kind", "role", "tool_call_id", "tool_name", "graph_id", "task_id"}
+)
+
+#: Columns returned by reads (everything but the vector, which is large).
+READ_COLUMNS = tuple(c for c in EVENT_COLUMNS if c != "embedding")
+
+ARROW_EVENT_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("session_id", pa.string()),
+        ("namespace", pa.string()),
+        ("kind", pa.string()),
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_call_id", pa.string()),
+        ("tool_name", pa.string()),
+        ("tool_calls_json", pa.string()),
+        ("metadata", pa.string()),
+        ("graph_id", pa.string()),
+        ("task_id", pa.string()),
+        ("created_at", pa.timestamp("us")),
+        ("updated_at", pa.timestamp("us")),
+        ("importance", pa.float64()),
+        ("embedding", pa.list_(pa.float32())),
+        ("embedding_model", pa.string()),
+        ("embedding_error", pa.string()),
+        ("consolidated_at", pa.timestamp("us")),
+    ]
+)
+
+_SCHEMA_V1 = [
+    """CREATE TABLE IF NOT EXISTS nbmemory_meta (
+        key VARCHAR PRIMARY KEY,
+        value VARCHAR
+    )""",
+    # seed 000 `events` (it replaced `messages`) plus namespace, kind, metadata,
+    # Astreus scope (graph_id, task_id), embedding_model and updated_at.
+    """CREATE TABLE IF NOT EXISTS events (
+        id VARCHAR PRIMARY KEY,
+        session_id VARCHAR NOT NULL,
+        namespace VARCHAR NOT NULL DEFAULT 'default',
+        kind VARCHAR NOT NULL DEFAULT 'message',
+        role VARCHAR NOT NULL,
+        content VARCHAR,
+        tool_call_id VARCHAR,
+        tool_name VARCHAR,
+        tool_calls_json VARCHAR,
+        metadata VARCHAR,
+        graph_id VARCHAR,
+        task_id VARCHAR,
+        created_at TIMESTAMP NOT NULL,
+        updated_at TIMESTAMP NOT NULL,
+        importance DOUBLE NOT NULL DEFAULT 0.5,
+        embedding FLOAT[],
+        embedding_model VARCHAR,
+        embedding_error VARCHAR,
+        consolidated_at TIMESTAMP
+    )""",
+    "CREATE SEQUENCE IF NOT EXISTS facts_id_seq START 1",
+    """CREATE TABLE IF NOT EXISTS facts (
+        id INTEGER PRIMARY KEY DEFAULT nextval('facts_id_seq'),
+        namespace VARCHAR NOT NULL DEFAULT 'default',
+        category VARCHAR NOT NULL,
+        key VARCHAR NOT NULL,
+        value VARCHAR NOT NULL,
+        source VARCHAR NOT NULL DEFAULT '',
+        created_at TIMESTAMP NOT NULL,
+        updated_at TIMESTAMP NOT NULL,
+        embedding FLOAT[],
+        embedding_model VARCHAR,
+        UNIQUE (namespace, category, key)
+    )""",
+    # Replaced fact values are kept here, never silently overwritten.
+    """CREATE TABLE IF NOT EXISTS fact_history (
+        fact_id INTEGER NOT NULL,
+        namespace VARCHAR NOT NULL,
+        category VARCHAR NOT NULL,
+        key VARCHAR NOT NULL,
+        value VARCHAR NOT NULL,
+        source VARCHAR NOT NULL,
+        valid_from TIMESTAMP NOT NULL,
+        superseded_at TIMESTAMP NOT NULL
+    )""",
+    "CREATE SEQUENCE IF NOT EXISTS macros_id_seq START 1",
+    """CREATE TABLE IF NOT EXISTS macros (
+        id INTEGER PRIMARY KEY DEFAULT nextval('macros_id_seq'),
+        namespace VARCHAR NOT NULL DEFAULT 'default',
+        trigger_tool VARCHAR NOT NULL,
+        trigger_args_pattern VARCHAR,
+        next_tool VARCHAR NOT NULL,
+        next_args VARCHAR NOT NULL DEFAULT '',
+        confidence DOUBLE NOT NULL DEFAULT 0.0,
+        used_count INTEGER NOT NULL DEFAULT 0,
+        created_at TIMESTAMP NOT NULL,
+        updated_at TIMESTAMP NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS scheduled_tasks (
+        id VARCHAR PRIMARY KEY,
+        namespace VARCHAR NOT NULL DEFAULT 'default',
+        name VARCHAR NOT NULL,
+        cron_expr VARCHAR NOT NULL,
+        original_schedule VARCHAR NOT NULL,
+        prompt VARCHAR NOT NULL,
+        source VARCHAR NOT NULL DEFAULT 'tool',
+        is_oneshot BOOLEAN NOT NULL DEFAULT false,
+        is_paused BOOLEAN NOT NULL DEFAULT false,
+        is_trusted BOOLEAN NOT NULL DEFAULT false,
+        next_run_at TIMESTAMP NOT NULL,
+        last_run_at TIMESTAMP,
+        created_at TIMESTAMP NOT NULL,
+        updated_at TIMESTAMP NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS terminal_allowed_prefixes (
+        prefix VARCHAR PRIMARY KEY,
+        created_at TIMESTAMP
+    )""",
+    # seed 003: sessions per user + namespace, with TTL on last_activity.
+    """CREATE TABLE IF NOT EXISTS sessions (
+        namespace VARCHAR NOT NULL,
+        session_id VARCHAR NOT NULL,
+        user_id VARCHAR NOT NULL DEFAULT '',
+        status VARCHAR NOT NULL DEFAULT 'active',
+        state VARCHAR NOT NULL DEFAULT '{}',
+        created_at TIMESTAMP NOT NULL,
+        last_activity TIMESTAMP NOT NULL,
+        closed_at TIMESTAMP,
+        PRIMARY KEY (namespace, session_id)
+    )""",
+    # seed 003: append-only audit trail (only retention cleanup deletes).
+    "CREATE SEQUENCE IF NOT EXISTS audit_id_seq START 1",
+    """CREATE TABLE IF NOT EXISTS audit_log (
+        id BIGINT PRIMARY KEY DEFAULT nextval('audit_id_seq'),
+        logged_at TIMESTAMP NOT NULL,
+        namespace VARCHAR,
+        actor VARCHAR NOT NULL,
+        action VARCHAR NOT NULL,
+        target_ids VARCHAR[],
+        details VARCHAR
+    )""",
+]
+
+# seed 000's old table: what a v0.8 store has before `events` replaced it.
+_LEGACY_MESSAGES = "messages"
+_LEGACY_RENAMED = "messages_migrated"
+
+_PID_RE = re.compile(r"PID (\d+)")
+
+
+def _utc_timestamp_sql(column: str, column_type: str) -> str:
+    """SQL turning a legacy RFC3339 text (or timestamp) column into a UTC TIMESTAMP."""
+    if column_type.upper().startswith("TIMESTAMP WITH"):
+        return f"timezone('UTC', {column})"
+    if column_type.upper().startswith("TIMESTAMP"):
+        return column
+    return f"timezone('UTC', TRY_CAST({column} AS TIMESTAMPTZ))"
+
+
+class Store:
+    """One open DuckDB file (or ``:memory:``) with nbmemory's schema."""
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        self.path = str(path)
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        #: Number of statements run; tests use it to prove a read touched no SQL.
+        self.statements_run = 0
+        self.con = self._connect()
+        self.migrated_messages = 0
+        if not read_only:
+            self._migrate()
+
+    # -- connection -------------------------------------------------------------------
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        path = self.path
+        if path != ":memory:":
+            parent = Path(path).expanduser().resolve().parent
+            if not parent.is_dir():
+                raise StoreError(
+                    f"cannot create the store {path}: the directory {parent} does not exist. "
+                    "Create it first or pass another path."
+                )
+            if not self.read_only and not Path(path).exists() and not os.access(parent, os.W_OK):
+                raise StoreError(
+                    f"cannot create the store {path}: the directory {parent} is not writable. "
+                    "Pass a path in a writable directory (Memory('~/agent.duckdb'))."
+                )
+        try:
+            return duckdb.connect(path, read_only=self.read_only)
+        except duckdb.IOException as exc:
+            message = str(exc)
+            if "lock" in message.lower():
+                match = _PID_RE.search(message)
+                holder = None
+                held = re.search(r"held in (\S+)", message)
+                if held:
+                    holder = held.group(1)
+                raise StoreLocked(path, int(match.group(1)) if match else None, holder) from None
+            if "not a valid DuckDB database" in message:
+                raise StoreError(
+                    f"{path} exists but is not a DuckDB database; nothing was changed. "
+                    "Pass the path of an nbmemory store, or a new file name."
+                ) from None
+            if "Permission denied" in message or "Read-only" in message:
+                raise StoreError(
+                    f"cannot open the store {path} for writing (permission denied). "
+                    "Pass a writable path, or open it with read_only=True."
+                ) from None
+            raise StoreError(f"cannot open the store {path}: {message}") from None
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot open the store {path}: {exc}") from None
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if self.con is not None:
+                self.con.close()
+                self.con = None  # type: ignore[assignment]
+
+    @property
+    def closed(self) -> bool:
+        return self.con is None
+
+    # -- statement helpers -------------------------------------------------------------
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        if self.con is None:
+            raise StoreError("this store is closed; open a new Memory(path)")
+        return self.con
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> None:
+        """Run one parameterised statement, discarding any result."""
+        with self._lock:
+            self.statements_run += 1
+            self._cursor().execute(sql, params or []).fetchall()
+
+    def fetchall(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+    ) -> list[tuple]:
+        """Run one parameterised statement and return every row."""
+        with self._lock:
+            self.statements_run += 1
+            return self._cursor().execute(sql, params or []).fetchall()
+
+    def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+        rows = self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+    def df(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
+        """Run one parameterised statement and return a pandas DataFrame."""
+        with self._lock:
+            self.statements_run += 1
+            return self._cursor().execute(sql, params or []).df()
+
+    def records(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows as dicts (column name -> Python value)."""
+        with self._lock:
+            self.statements_run += 1
+            cur = self._cursor().execute(sql, params or [])
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def insert_arrow(self, table_name: str, data: pa.Table) -> None:
+        """Bulk insert through Arrow: ``INSERT INTO t BY NAME SELECT * FROM data``."""
+        if table_name not in _INSERTABLE:
+            raise ValueError(f"not an nbmemory table: {table_name}")
+        with self._lock:
+            self.statements_run += 1
+            cur = self._cursor()
+            cur.register("_nbmemory_insert", data)
+            try:
+                cur.execute(
+                    f"INSERT INTO {table_name} BY NAME SELECT * FROM _nbmemory_insert"
+                ).fetchall()
+            finally:
+                cur.unregister("_nbmemory_insert")
+
+    def transaction(self) -> _Transaction:
+        """``with store.transaction(): ...`` runs statements atomically under the lock."""
+        return _Transaction(self)
+
+    # -- schema ------------------------------------------------------------------------
+    def table_exists(self, name: str) -> bool:
+        row = self.fetchone(
+            "SELECT count(*) FROM information_schema.tables "
+            "WHERE table_schema = 'main' AND table_name = ?",
+            [name],
+        )
+        return bool(row and row[0])
+
+    def schema_version(self) -> int:
+        if not self.table_exists("nbmemory_meta"):
+            return 0
+        row = self.fetchone("SELECT value FROM nbmemory_meta WHERE key = 'schema_version'")
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        """Create missing tables and move legacy rows; safe to run any number of times."""
+        with self.transaction():
+            for statement in _SCHEMA_V1:
+                self.execute(statement)
+            self.execute(
+                "INSERT INTO nbmemory_meta VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [str(SCHEMA_VERSION)],
+            )
+            if self.table_exists(_LEGACY_MESSAGES):
+                self.migrated_messages = self._migrate_messages()
+
+    def _migrate_messages(self) -> int:
+        """Copy seed 000's ``messages`` rows into ``events``, then keep the old table renamed."""
+        columns = {
+            name: dtype
+            for name, dtype in self.fetchall(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_schema = 'main' AND table_name = ?",
+                [_LEGACY_MESSAGES],
+            )
+        }
+
+        def col(name: str, default: str = "NULL") -> str:
+            return f"m.{name}" if name in columns else default
+
+        embedding_type = columns.get("embedding", "")
+        if not embedding_type:
+            embedding_sql = "NULL"
+        elif embedding_type.upper() == "BLOB":
+            embedding_sql = "TRY_CAST(decode(m.embedding) AS FLOAT[])"
+        else:
+            embedding_sql = "TRY_CAST(m.embedding AS FLOAT[])"
+        created = _utc_timestamp_sql("m.created_at", columns.get("created_at", "VARCHAR"))
+        consolidated = (
+            _utc_timestamp_sql("m.consolidated_at", columns["consolidated_at"])
+            if "consolidated_at" in columns
+            else "NULL"
+        )
+        from .config import DEFAULT_MODEL  # the seed's AllMiniLML6V2
+
+        sql = f"""
+            INSERT INTO events BY NAME
+            SELECT
+                CAST(m.id AS VARCHAR) AS id,
+                CAST(m.session_id AS VARCHAR) AS session_id,
+                'default' AS namespace,
+                'message' AS kind,
+                COALESCE(CAST(m.role AS VARCHAR), 'user') AS role,
+                {col("content")} AS content,
+                {col("tool_call_id")} AS tool_call_id,
+                {col("tool_name")} AS tool_name,
+                {col("tool_calls_json")} AS tool_calls_json,
+                COALESCE({created}, current_timestamp::TIMESTAMP) AS created_at,
+                COALESCE({created}, current_timestamp::TIMESTAMP) AS updated_at,
+                COALESCE(CAST({col("importance")} AS DOUBLE), 0.5) AS importance,
+                {embedding_sql} AS embedding,
+                CASE WHEN {embedding_sql} IS NULL THEN NULL ELSE ? END AS embedding_model,
+                {col("embedding_error")} AS embedding_error,
+                {consolidated} AS consolidated_at
+            FROM {_LEGACY_MESSAGES} m
+            WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = CAST(m.id AS VARCHAR))
+        """
+        before = self.fetchone("SELECT count(*) FROM events")[0]
+        self.execute(sql, [DEFAULT_MODEL])
+        after = self.fetchone("SELECT count(*) FROM events")[0]
+        suffix = ""
+        if self.table_exists(_LEGACY_RENAMED):
+            suffix = "_" + str(self.fetchone("SELECT count(*) FROM duckdb_tables()")[0])
+        # Keep the old rows (renamed) rather than dropping them: nothing is lost.
+        self.execute(f"ALTER TABLE {_LEGACY_MESSAGES} RENAME TO {_LEGACY_RENAMED}{suffix}")
+        return after - before
+
+    # -- events ------------------------------------------------------------------------
+    def insert_events(self, rows: pa.Table) -> None:
+        self.insert_arrow("events", rows)
+
+    def events(
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        namespace: str | None = None,
+        where: dict[str, Any] | None = None,
+        order: str = "created_at, id",
+        limit: int | None = None,
+        with_embedding: bool = False,
+    ) -> pd.DataFrame:
+        """Events as a DataFrame, filtered by ids, namespace and equality filters."""
+        columns = EVENT_COLUMNS if with_embedding else READ_COLUMNS
+        clauses, params = where_clause(namespace=namespace, filters=where)
+        if ids is not None:
+            clauses.append("id IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(ids))
+        sql = f"SELECT {', '.join(columns)} FROM events"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        if order not in _ORDERINGS:
+            raise ValueError(f"unsupported ordering {order!r}")
+        sql += f" ORDER BY {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return self.df(sql, params)
+
+    def recent(self, namespace: str, session_id: str, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` events of one session, oldest first."""
+        return self.records(
+            f"SELECT {', '.join(READ_COLUMNS)} FROM ("
+            f"  SELECT *, rowid AS _seq FROM events WHERE namespace = ? AND session_id = ?"
+            "   ORDER BY created_at DESC, rowid DESC LIMIT ?"
+            ") ORDER BY created_at, _seq",
+            [namespace, session_id, int(limit)],
+        )
+
+    def pending_embeddings(self, model: str, limit: int | None = None) -> list[tuple[str, str]]:
+        """(id, content) of events with text and no vector (or one from another model)."""
+        sql = (
+            "SELECT id, content FROM events WHERE content IS NOT NULL AND embedding_error IS NULL"
+            " AND (embedding IS NULL OR embedding_model IS DISTINCT FROM ?)"
+            " ORDER BY created_at, id"
+        )
+        params: list[Any] = [model]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [(row[0], row[1]) for row in self.fetchall(sql, params)]
+
+    def write_embeddings(self, ids: Sequence[str], vectors: np.ndarray, model: str) -> None:
+        """Store vectors (one row per id) for ``model``; clears any earlier error."""
+        if not len(ids):
+            return
+        vectors = np.asarray(vectors, dtype=np.float32)
+        data = pa.table(
+            {
+                "id": pa.array(list(ids), pa.string()),
+                "embedding": pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.reshape(-1)), vectors.shape[1]
+                ).cast(pa.list_(pa.float32())),
+            }
+        )
+        with self._lock:
+            self.statements_run += 1
+            cur = self._cursor()
+            cur.register("_nbmemory_vectors", data)
+            try:
+                cur.execute(
+                    "UPDATE events SET embedding = v.embedding, embedding_model = ?,"
+                    " embedding_error = NULL FROM _nbmemory_vectors v WHERE events.id = v.id",
+                    [model],
+                ).fetchall()
+            finally:
+                cur.unregister("_nbmemory_vectors")
+
+    def write_embedding_errors(self, errors: dict[str, str]) -> None:
+        if not errors:
+            return
+        data = pa.table(
+            {
+                "id": pa.array(list(errors), pa.string()),
+                "error": pa.array(list(errors.values()), pa.string()),
+            }
+        )
+        with self._lock:
+            self.statements_run += 1
+            cur = self._cursor()
+            cur.register("_nbmemory_errors", data)
+            try:
+                cur.execute(
+                    "UPDATE events SET embedding = NULL, embedding_error = e.error"
+                    " FROM _nbmemory_errors e WHERE events.id = e.id"
+                ).fetchall()
+            finally:
+                cur.unregister("_nbmemory_errors")
+
+    def similarity_search(
+        self,
+        vector: np.ndarray,
+        model: str,
+        *,
+        limit: int,
+        namespace: str | None,
+        threshold: float | None = None,
+        strict: bool = False,
+        filters: dict[str, Any] | None = None,
+        since: Any = None,
+        until: Any = None,
+        exclude_ids: Iterable[str] = (),
+    ) -> pd.DataFrame:
+        """Exact cosine top-``limit`` in SQL (``list_cosine_similarity``), best first.
+
+        Only vectors from ``model`` are compared.  ``threshold`` keeps hits with
+        similarity ``>= threshold`` (``> threshold`` when ``strict``).
+        """
+        clauses, params = where_clause(
+            namespace=namespace, filters=filters, since=since, until=until
+        )
+        clauses += ["embedding IS NOT NULL", "embedding_model = ?"]
+        params.append(model)
+        exclude = list(exclude_ids)
+        if exclude:
+            clauses.append("id NOT IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(exclude)
+        inner = (
+            f"SELECT {', '.join(READ_COLUMNS)},"
+            " list_cosine_similarity(embedding, ?::FLOAT[]) AS similarity"
+            f" FROM events WHERE {' AND '.join(clauses)}"
+        )
+        params = [np.asarray(vector, dtype=np.float32).tolist(), *params]
+        sql = f"SELECT * FROM ({inner}) WHERE similarity IS NOT NULL"
+        if threshold is not None:
+            sql += " AND similarity > ?" if strict else " AND similarity >= ?"
+            params.append(float(threshold))
+        sql += " ORDER BY similarity DESC, created_at DESC, id LIMIT ?"
+        params.append(int(limit))
+        return self.df(sql, params)
+
+    def best_similarity(
+        self, vector: np.ndarray, model: str, *, namespace: str | None, filters: dict | None = None
+    ) -> float | None:
+        """The highest similarity any memory reaches (to explain an empty thresholded answer)."""
+        hits = self.similarity_search(vector, model, limit=1, namespace=namespace, filters=filters)
+        return None if hits.empty else float(hits["similarity"].iloc[0])
+
+    def delete_events(self, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        rows = self.fetchall(
+            "DELETE FROM events WHERE id IN (SELECT unnest(?::VARCHAR[])) RETURNING id",
+            [list(ids)],
+        )
+        return len(rows)
+
+    def counts(self) -> pd.DataFrame:
+        """Events per namespace, session and kind, with the embedding backlog."""
+        return self.df(
+            "SELECT namespace, session_id, kind, count(*) AS events,"
+            " count(embedding) AS embedded,"
+            " count(*) FILTER (WHERE embedding IS NULL AND embedding_error IS NULL"
+            "   AND content IS NOT NULL) AS pending,"
+            " count(embedding_error) AS failed,"
+            " min(created_at) AS first_at, max(created_at) AS last_at"
+            " FROM events GROUP BY ALL ORDER BY namespace, session_id, kind"
+        )
+
+
+_ORDERINGS = frozenset(
+    {
+        "created_at, id",
+        "created_at DESC, id",
+        "updated_at, id",
+        "updated_at DESC, id",
+        "importance DESC, created_at DESC, id",
+    }
+)
+
+_INSERTABLE = frozenset(
+    {
+        "events",
+        "facts",
+        "fact_history",
+        "macros",
+        "scheduled_tasks",
+        "terminal_allowed_prefixes",
+        "sessions",
+        "audit_log",
+    }
+)
+
+
+def where_clause(
+    *,
+    namespace: str | None = None,
+    filters: dict[str, Any] | None = None,
+    since: Any = None,
+    until: Any = None,
+) -> tuple[list[str], list[Any]]:
+    """SQL conditions and parameters for a namespace, equality filters and a date range.
+
+    Filter keys must be known ``events`` columns (``FILTER_COLUMNS``); a value of
+    ``None`` matches SQL NULL; a list/tuple/set matches any of its values.
+    """
+    clauses: list[str] = []
+    params: list[Any] = []
+    if namespace is not None:
+        clauses.append("namespace = ?")
+        params.append(namespace)
+    for key, value in (filters or {}).items():
+        if key not in FILTER_COLUMNS:
+            raise InvalidInput(
+                f"cannot filter on {key!r}; filterable fields: {', '.join(sorted(FILTER_COLUMNS))}"
+            )
+        if value is None:
+            clauses.append(f"{key} IS NULL")
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            clauses.append(f"{key} IN (SELECT unnest(?::VARCHAR[]))")
+            params.append([str(v) for v in value])
+        else:
+            clauses.append(f"{key} = ?")
+            params.append(value)
+    if since is not None:
+        clauses.append("created_at >= ?")
+        params.append(since)
+    if until is not None:
+        clauses.append("created_at <= ?")
+        params.append(until)
+    return clauses, params
+
+
+class _Transaction:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __enter__(self) -> Store:
+        self.store._lock.acquire()
+        try:
+            self.store._cursor().execute("BEGIN TRANSACTION")
+        except BaseException:
+            self.store._lock.release()
+            raise
+        return self.store
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if self.store.con is not None:
+                self.store.con.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self.store._lock.release()
