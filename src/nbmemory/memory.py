@@ -24,7 +24,10 @@ from .config import DEFAULT_NAMESPACE, Settings, check_limit, check_unit_interva
 from .config import default_store_path as _default_path
 from .embeddings import Embedder, EmbeddingWorker, estimate_tokens, resolve_embedder
 from .errors import EmbedderError, InvalidInput, MemoryNotFound
+from .longterm import LongTermMixin
+from .research import ResearchMixin
 from .retrieval import Context, merge
+from .state import StateMixin
 from .store import READ_COLUMNS, Store
 from .working_memory import WorkingMemory
 
@@ -44,7 +47,7 @@ SEARCH_COLUMNS = [
 ]
 
 
-class Memory:
+class Memory(LongTermMixin, StateMixin, ResearchMixin):
     """An agent's memory in one DuckDB file.
 
     >>> mem = Memory(":memory:", embedder="hash")
@@ -175,8 +178,9 @@ class Memory:
             details=details,
         )
 
-    def audit_log(self, *, namespace: str | None = None, action: str | None = None,
-                  limit: int | None = None) -> pd.DataFrame:
+    def audit_log(
+        self, *, namespace: str | None = None, action: str | None = None, limit: int | None = None
+    ) -> pd.DataFrame:
         """The audit trail as a DataFrame, newest first (all namespaces unless given)."""
         self._check_open()
         return audit.frame(self.store, namespace=namespace, action=action, limit=limit)
