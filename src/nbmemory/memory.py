@@ -98,7 +98,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
                 dim=self._stored_dim(),
             )
             # events left without a vector (crash, restart) are picked up now
-            self.worker.submit(self.store.pending_embeddings(self.model_name))
+            self.worker.submit(self.store.pending_embeddings())
         _OPEN.add(self)
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -461,14 +461,16 @@ class Store:
             [namespace, session_id, int(limit)],
         )
 
-    def pending_embeddings(self, model: str, limit: int | None = None) -> list[tuple[str, str]]:
-        """(id, content) of events with text and no vector (or one from another model)."""
+    def pending_embeddings(self, limit: int | None = None) -> list[tuple[str, str]]:
+        """(id, content) of events with text, no vector and no recorded failure.
+
+        Rows embedded by another model are left alone (``Memory.reembed`` converts them).
+        """
         sql = (
             "SELECT id, content FROM events WHERE content IS NOT NULL AND embedding_error IS NULL"
-            " AND (embedding IS NULL OR embedding_model IS DISTINCT FROM ?)"
-            " ORDER BY created_at, id"
+            " AND embedding IS NULL ORDER BY created_at, id"
         )
-        params: list[Any] = [model]
+        params: list[Any] = []
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))

@@ -1,0 +1,176 @@
+"""The tri-hybrid context: recency + salience + relevance, provenance and the token budget."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from nbmemory import InvalidInput, Memory
+
+
+@pytest.fixture
+def conversation(mem):
+    """15 turns in s1, salient memories elsewhere, and one clearly relevant old turn."""
+    for i in range(15):
+        mem.add_event(
+            "s1", "user", f"small talk number {i}", created_at=f"2024-01-01T10:{i:02d}:00"
+        )
+    for i in range(7):
+        mem.add_event(
+            "s0",
+            "user",
+            f"critical rule {i}",
+            importance=0.8 + i * 0.02,
+            created_at=f"2023-12-01T00:0{i}:00",
+        )
+    mem.add_event("s0", "user", "My name is John and I love TypeScript", created_at="2023-11-01")
+    mem.flush()
+    return mem
+
+
+def test_each_strategy_with_the_spec_defaults(conversation):
+    ctx = conversation.get_context("s1", "My name is John and I love TypeScript")
+    recency = ctx.by_strategy("recency")
+    salience = ctx.by_strategy("salience")
+    relevance = ctx.by_strategy("relevance")
+    # recency: the last 10 of the session, newest is rank 1
+    assert sorted(i.recency_rank for i in recency) == list(range(1, 11))
+    assert {i.content for i in recency} == {f"small talk number {i}" for i in range(5, 15)}
+    # salience: importance >= 0.8, the 5 highest
+    assert len(salience) == 5 and all(i.importance >= 0.8 for i in salience)
+    assert {i.content for i in salience} == {f"critical rule {i}" for i in range(2, 7)}
+    # relevance: similarity > 0.65 only
+    assert [i.content for i in relevance] == ["My name is John and I love TypeScript"]
+    assert relevance[0].similarity == pytest.approx(1.0, abs=1e-5)
+    assert len(ctx) == 16  # deduplicated union
+
+
+def test_items_are_deduplicated_and_keep_every_strategy(mem):
+    mem.add_event("s", "user", "deploy on fridays is forbidden", importance=0.95)
+    mem.flush()
+    ctx = mem.get_context("s", "deploy on fridays is forbidden")
+    assert len(ctx) == 1
+    item = ctx.items[0]
+    assert item.strategies == ["relevance", "salience", "recency"]
+    assert item.similarity == pytest.approx(1.0, abs=1e-5) and item.recency_rank == 1
+
+
+def test_to_frame_has_provenance_columns(conversation):
+    frame = conversation.get_context("s1", "John TypeScript").to_frame()
+    for column in [
+        "id",
+        "role",
+        "content",
+        "created_at",
+        "importance",
+        "similarity",
+        "strategies",
+    ]:
+        assert column in frame.columns
+    assert frame["rank"].tolist() == list(range(1, len(frame) + 1))
+    assert frame["id"].is_unique
+    recency_rows = frame[frame["strategies"].str.contains("recency")]
+    assert recency_rows["recency_rank"].notna().all()
+
+
+def test_limits_and_thresholds_per_call(conversation):
+    ctx = conversation.get_context(
+        "s1",
+        "John TypeScript",
+        recency_limit=3,
+        salience_limit=2,
+        salience_threshold=0.9,
+        relevance_threshold=-1.0,
+        relevance_limit=4,
+    )
+    assert len(ctx.by_strategy("recency")) == 3
+    assert [i.content for i in ctx.by_strategy("salience")] == [
+        "critical rule 6",
+        "critical rule 5",
+    ]
+    assert len(ctx.by_strategy("relevance")) == 4
+    assert ctx.parameters["relevance_limit"] == 4
+
+
+def test_limits_and_thresholds_from_settings(store_path):
+    with Memory(store_path, embedder="hash", recency_limit=2, relevance_threshold=0.99) as mem:
+        for i in range(5):
+            mem.add_event("s", "user", f"line {i} about apples")
+        mem.flush()
+        ctx = mem.get_context("s", "line 0 about apples")
+        assert len(ctx.by_strategy("recency")) == 2
+        assert [i.content for i in ctx.by_strategy("relevance")] == ["line 0 about apples"]
+        mem.configure(relevance_threshold=0.1, recency_limit=1)
+        ctx = mem.get_context("s", "line 0 about apples")
+        assert len(ctx.by_strategy("recency")) == 1 and len(ctx.by_strategy("relevance")) == 5
+
+
+def test_zero_limits_switch_a_strategy_off(conversation):
+    ctx = conversation.get_context("s1", "John", recency_limit=0, salience_limit=0)
+    assert ctx.by_strategy("recency") == [] and ctx.by_strategy("salience") == []
+
+
+def test_without_query_there_is_no_relevance(conversation):
+    ctx = conversation.get_context("s1")
+    assert ctx.by_strategy("relevance") == [] and len(ctx.by_strategy("recency")) == 10
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"recency_limit": -1}, {"salience_threshold": 1.2}, {"relevance_threshold": "high"}],
+)
+def test_bad_context_arguments(conversation, kwargs):
+    with pytest.raises(InvalidInput):
+        conversation.get_context("s1", "x", **kwargs)
+
+
+def test_to_prompt_fits_the_budget_dropping_lowest_ranked_first(conversation):
+    ctx = conversation.get_context("s1", "My name is John and I love TypeScript")
+    full = ctx.to_prompt()
+    assert full.dropped == [] and len(full.kept) == len(ctx)
+    assert "John" in full and full.tokens <= 4096
+    small = ctx.to_prompt(max_tokens=40)
+    assert small.tokens <= 40 and small.dropped
+    frame = ctx.to_frame()
+    ranks = dict(zip(frame["id"], frame["rank"], strict=True))
+    # every kept item outranks every dropped one
+    assert max(ranks[i] for i in small.kept) < min(ranks[i] for i in small.dropped)
+    assert "dropped" in small.report()
+    # kept items read oldest first
+    lines = small.splitlines()[1:]
+    kept_frame = frame.set_index("id").loc[small.kept]
+    assert kept_frame["created_at"].is_monotonic_increasing
+    assert len(lines) == len(small.kept)
+
+
+def test_default_budget_is_max_memory_tokens(store_path):
+    with Memory(store_path, embedder="hash", max_memory_tokens=30) as mem:
+        for i in range(10):
+            mem.add_event("s", "user", f"a fairly long message number {i} " * 3)
+        prompt = mem.get_context("s").to_prompt()
+        assert prompt.max_tokens == 30 and prompt.tokens <= 30 and prompt.dropped
+
+
+def test_token_counter_is_pluggable(store_path):
+    with Memory(store_path, embedder="hash", token_counter=lambda text: len(text.split())) as m:
+        m.add_event("s", "user", "one two three")
+        prompt = m.get_context("s").to_prompt(max_tokens=100)
+        assert prompt.tokens == 1 + len(prompt.splitlines()[1].split())
+
+
+def test_explain_lists_near_misses_with_the_gap(conversation):
+    ctx = conversation.get_context("s1", "John loves TypeScript language", explain=True)
+    misses = ctx.near_misses
+    assert isinstance(misses, pd.DataFrame) and not misses.empty
+    relevance = misses[misses["strategy"] == "relevance"]
+    assert (relevance["missed_by"] >= 0).all()
+    assert not set(misses["id"]) & set(ctx.ids)
+    salience = misses[misses["strategy"] == "salience"]
+    assert (salience["score"] < 0.8).all()
+    assert "Near misses" in ctx._repr_html_()
+
+
+def test_salience_includes_summaries_from_other_sessions(mem):
+    mem.add_event("old", "assistant", "summary of last week", kind="summary", importance=0.9)
+    ctx = mem.get_context("new-session")
+    assert [i.kind for i in ctx.by_strategy("salience")] == ["summary"]

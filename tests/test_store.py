@@ -1,0 +1,247 @@
+"""The DuckDB file: creation, schema, migrations, the legacy ``messages`` table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from nbmemory import Memory, StoreError
+from nbmemory.config import DEFAULT_MODEL
+from nbmemory.store import SCHEMA_VERSION, Store
+
+SEED_TABLES = {
+    "events": {
+        "id",
+        "session_id",
+        "role",
+        "content",
+        "tool_call_id",
+        "tool_name",
+        "tool_calls_json",
+        "created_at",
+        "importance",
+        "embedding",
+        "embedding_error",
+        "consolidated_at",
+        # ours
+        "namespace",
+        "kind",
+        "metadata",
+        "embedding_model",
+        "updated_at",
+    },
+    "facts": {"id", "category", "key", "value", "source", "created_at", "updated_at"},
+    "macros": {
+        "id",
+        "trigger_tool",
+        "trigger_args_pattern",
+        "next_tool",
+        "next_args",
+        "confidence",
+        "used_count",
+        "created_at",
+        "updated_at",
+    },
+    "scheduled_tasks": {
+        "id",
+        "name",
+        "cron_expr",
+        "original_schedule",
+        "prompt",
+        "source",
+        "is_oneshot",
+        "is_paused",
+        "is_trusted",
+        "next_run_at",
+        "last_run_at",
+        "created_at",
+        "updated_at",
+    },
+    "terminal_allowed_prefixes": {"prefix"},
+}
+
+
+def columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    rows = con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
+        [table],
+    ).fetchall()
+    return dict(rows)
+
+
+def test_file_created_with_every_seed_table_and_column(store_path):
+    assert not Path(store_path).exists()
+    Memory(store_path, embedder="hash").close()
+    assert Path(store_path).exists()
+    con = duckdb.connect(store_path)
+    try:
+        for table, expected in SEED_TABLES.items():
+            found = columns(con, table)
+            assert expected <= set(found), f"{table} lacks {expected - set(found)}"
+        # embeddings are a LIST of FLOAT (works on plain DuckDB and DuckLake alike)
+        assert columns(con, "events")["embedding"] == "FLOAT[]"
+        defaults = dict(
+            con.execute(
+                "SELECT column_name, column_default FROM information_schema.columns "
+                "WHERE table_name = 'macros'"
+            ).fetchall()
+        )
+        assert defaults["confidence"].startswith("0") and defaults["used_count"] == "0"
+        version = con.execute("SELECT value FROM nbmemory_meta WHERE key = 'schema_version'")
+        assert int(version.fetchone()[0]) == SCHEMA_VERSION
+    finally:
+        con.close()
+
+
+def test_migrations_are_safe_to_run_twice(store_path):
+    with Memory(store_path, embedder="hash") as mem:
+        mem.add_event("s1", "user", "hello there")
+        mem.flush()
+    store = Store(store_path)
+    store._migrate()  # a third run on the same file
+    assert store.fetchone("SELECT count(*) FROM events")[0] == 1
+    store.close()
+    with Memory(store_path, embedder="hash") as mem:
+        assert len(mem.events()) == 1
+
+
+def make_legacy_file(path: str) -> list[tuple]:
+    """A store from before `events` replaced `messages` (seed 000's columns, SQLite types)."""
+    vector = np.linspace(-1, 1, 384, dtype=np.float32)
+    vector /= np.linalg.norm(vector)
+    rows = [
+        (
+            "11111111-1111-1111-1111-111111111111",
+            "sess-a",
+            "user",
+            "My name is John",
+            None,
+            None,
+            None,
+            "2024-03-01T10:00:00Z",
+            0.5,
+            json.dumps(vector.tolist()).encode(),
+            None,
+            None,
+        ),
+        (
+            "22222222-2222-2222-2222-222222222222",
+            "sess-a",
+            "assistant",
+            "I will call a tool",
+            None,
+            None,
+            '[{"id":"call_1","name":"search","arguments":"{\\"q\\":\\"x\\"}"}]',
+            "2024-03-01T10:00:05+02:00",
+            0.9,
+            None,
+            "model timed out",
+            "2024-03-02T00:00:00Z",
+        ),
+        (
+            "33333333-3333-3333-3333-333333333333",
+            "sess-b",
+            "tool",
+            "search result: 42",
+            "call_1",
+            "search",
+            None,
+            "2024-03-01T10:00:06.250Z",
+            0.3,
+            None,
+            None,
+            None,
+        ),
+    ]
+    con = duckdb.connect(path)
+    con.execute(
+        """CREATE TABLE messages (
+            id TEXT PRIMARY KEY, session_id TEXT, role TEXT, content TEXT,
+            tool_call_id TEXT, tool_name TEXT, tool_calls_json TEXT, created_at TEXT,
+            importance REAL DEFAULT 0.5, embedding BLOB, embedding_error TEXT,
+            consolidated_at TEXT)"""
+    )
+    for row in rows:
+        con.execute("INSERT INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", list(row))
+    con.close()
+    return rows
+
+
+def test_legacy_messages_table_is_migrated_into_events(store_path):
+    legacy = make_legacy_file(store_path)
+    mem = Memory(store_path, embedder="hash")
+    try:
+        assert mem.store.migrated_messages == 3
+        got = mem.store.records(
+            "SELECT *, embedding FROM events ORDER BY created_at, id"  # noqa: S608
+        )
+        by_id = {r["id"]: r for r in got}
+        assert set(by_id) == {r[0] for r in legacy}
+        a, b, c = (by_id[r[0]] for r in legacy)
+        assert (a["session_id"], a["role"], a["content"]) == ("sess-a", "user", "My name is John")
+        assert a["created_at"].isoformat() == "2024-03-01T10:00:00"
+        assert a["importance"] == pytest.approx(0.5)
+        assert np.allclose(a["embedding"], json.loads(legacy[0][9]))
+        assert a["embedding_model"] == DEFAULT_MODEL
+        # offsets become UTC; tool calls, errors and consolidation survive
+        assert b["created_at"].isoformat() == "2024-03-01T08:00:05"
+        assert json.loads(b["tool_calls_json"])[0]["name"] == "search"
+        assert b["embedding_error"] == "model timed out"
+        assert b["consolidated_at"].isoformat() == "2024-03-02T00:00:00"
+        assert b["importance"] == pytest.approx(0.9)
+        assert (c["tool_call_id"], c["tool_name"]) == ("call_1", "search")
+        assert c["created_at"].isoformat() == "2024-03-01T10:00:06.250000"
+        # nothing lost: the old table is kept, renamed
+        assert mem.store.table_exists("messages_migrated")
+        assert not mem.store.table_exists("messages")
+    finally:
+        mem.close()
+    # opening again migrates nothing twice
+    with Memory(store_path, embedder="hash") as again:
+        assert again.store.migrated_messages == 0
+        assert len(again.events(namespace="default")) == 3
+
+
+def test_not_a_duckdb_file_is_refused_and_left_untouched(tmp_path):
+    path = tmp_path / "notes.duckdb"
+    path.write_text("these are my notes, not a database\n" * 100)
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="not a DuckDB database"):
+        Memory(str(path), embedder="hash")
+    assert path.read_bytes() == before
+
+
+def test_missing_directory_gives_a_clear_error(tmp_path):
+    with pytest.raises(StoreError, match="does not exist"):
+        Memory(str(tmp_path / "nope" / "agent.duckdb"), embedder="hash")
+
+
+def test_statements_are_parameterised_against_hostile_strings(mem):
+    hostile = "s'); DROP TABLE events; --"
+    mem.add_event(hostile, "user", "Robert'); DROP TABLE events;--", metadata={"k'": "v\"'"})
+    mem.flush()
+    frame = mem.events(session_id=hostile)
+    assert frame["content"].tolist() == ["Robert'); DROP TABLE events;--"]
+    assert mem.store.table_exists("events")
+    hits = mem.search("Robert DROP TABLE", session_id=hostile)
+    assert len(hits) == 1
+
+
+def test_bulk_insert_goes_through_arrow_not_executemany(mem, monkeypatch):
+    calls = []
+    original = mem.store.insert_arrow
+
+    def spy(table, data):
+        calls.append((table, data.num_rows))
+        return original(table, data)
+
+    monkeypatch.setattr(mem.store, "insert_arrow", spy)
+    ids = mem.add_events(
+        [{"session_id": "bulk", "role": "user", "content": f"row {i}"} for i in range(500)]
+    )
+    assert calls == [("events", 500)]
+    assert len(ids) == 500 and len(mem.events(session_id="bulk")) == 500
