@@ -61,6 +61,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for row in frame.itertuples():
             sim = "" if row.similarity != row.similarity else f" sim={row.similarity:.3f}"
             print(f"  #{row.rank} [{row.strategies}]{sim} imp={row.importance:.2f}  {row.content}")
+        if not context.by_strategy("relevance") and len(hits):
+            print(
+                f"  (relevance found nothing above {mem.settings.relevance_threshold}: the best"
+                f" memory scored {hits['similarity'].iloc[0]:.3f}; tune the threshold with"
+                " nbmemory's research toolkit)"
+            )
         prompt = context.to_prompt()
         print("\nprompt for the agent:\n" + prompt)
         print(f"\n({prompt.report()})")
