@@ -84,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     _store_arg(demo)
     demo.add_argument("--question", default="What language do I like?")
     demo.set_defaults(func=cmd_demo)
+
+    from .research_cli import add_commands as add_research_commands  # eval, import-sqlite
+
+    add_research_commands(sub)
     return parser
 
 

@@ -57,6 +57,11 @@ class LoadedConversation:
     namespace: str
     event_ids: dict[str, str]  # dia_id -> event id
 
+    @property
+    def last_session(self) -> str:
+        """The session id of the conversation's last turn (where evaluation asks its questions)."""
+        return f"session_{int(self.conversation.turns['session'].max())}"
+
     def relevant_ids(self, evidence: list[str]) -> set[str]:
         return {self.event_ids[d] for d in evidence if d in self.event_ids}
 
