@@ -81,3 +81,11 @@ def cleanup(store: Store, retention_days: int, *, now: dt.datetime | None = None
     cutoff = now - dt.timedelta(days=retention_days)
     rows = store.fetchall("DELETE FROM audit_log WHERE logged_at < ? RETURNING id", [cutoff])
     return len(rows)
+
+
+def count_older(store: Store, retention_days: int, *, now: dt.datetime | None = None) -> int:
+    """How many audit rows :func:`cleanup` would delete now (for a dry run)."""
+    now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    cutoff = now - dt.timedelta(days=retention_days)
+    row = store.fetchone("SELECT count(*) FROM audit_log WHERE logged_at < ?", [cutoff])
+    return int(row[0]) if row else 0

@@ -55,6 +55,9 @@ class Settings:
     max_concurrent_sessions: int = 5
     audit_retention_days: int = 90
     max_memory_tokens: int = 4096
+    # seed 003: secrets redacted before storing/embedding (nbmemory.redaction)
+    redaction: bool = True
+    redact_patterns: tuple[str, ...] = ()
     # embeddings
     embedding_model: str = DEFAULT_MODEL
     embed_batch_size: int = 64
@@ -80,6 +83,15 @@ class Settings:
             value = getattr(self, name)
             if not _is_number(value) or not math.isfinite(value) or value <= 0:
                 raise InvalidInput(f"{name} must be a positive number of hours, got {value!r}")
+        if not isinstance(self.redaction, bool):
+            raise InvalidInput(f"redaction must be True or False, got {self.redaction!r}")
+        if isinstance(self.redact_patterns, str):
+            raise InvalidInput("redact_patterns must be a list of regex strings, not one string")
+        object.__setattr__(self, "redact_patterns", tuple(self.redact_patterns))
+        from .redaction import compile_pattern
+
+        for index, pattern in enumerate(self.redact_patterns):
+            compile_pattern(pattern, f"redact_patterns[{index}]")
         if not isinstance(self.importance_by_role, dict) or not self.importance_by_role:
             raise InvalidInput("importance_by_role must be a non-empty dict of role -> 0..1")
         for role, value in self.importance_by_role.items():

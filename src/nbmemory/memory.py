@@ -113,6 +113,8 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
             self.working.resize(self._settings.working_memory_cap)
         if self.worker is not None:
             self.worker.batch_size = self._settings.embed_batch_size
+        if not self.store.read_only and not self._closed:
+            self._audit("configure", [], None, {"changes": changes})
         return self._settings
 
     @property
@@ -133,6 +135,8 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         if self._closed:
             return
         self._closed = True
+        self._stop_state()  # AGENTS.md watchers first: they write through the worker
+        self._stop_longterm()  # background consolidation (longterm.py)
         if self.worker is not None:
             self.worker.stop()
         self.store.close()
@@ -226,8 +230,13 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
             graph_id=graph_id,
             task_id=task_id,
         )
+        row["content"], redacted = self._prepare_content(row["content"])
         self.store.insert_events(ev.rows_to_arrow([row]))
-        self._audit("add", [row["id"]], row["namespace"], {"session_id": row["session_id"]})
+        details: dict[str, Any] = {"session_id": row["session_id"]}
+        if redacted:
+            details["redacted"] = redacted
+        self._audit("add", [row["id"]], row["namespace"], details)
+        self._touch_session(row["namespace"], row["session_id"])
         record = {k: row[k] for k in READ_COLUMNS}
         self.working.appended(record)
         if self.worker is not None:
@@ -268,10 +277,19 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         ids = [row["id"] for row in built]
         if len(set(ids)) != len(ids):
             raise InvalidInput("add_events: duplicate ids in the input")
+        redacted: dict[str, int] = {}
+        for r in built:
+            r["content"], count = self._prepare_content(r["content"])
+            redacted[r["namespace"]] = redacted.get(r["namespace"], 0) + count
         self.store.insert_events(ev.rows_to_arrow(built))
         for ns in sorted({r["namespace"] for r in built}):
             chosen = [r["id"] for r in built if r["namespace"] == ns]
-            self._audit("add", chosen, ns, {"count": len(chosen)})
+            details: dict[str, Any] = {"count": len(chosen)}
+            if redacted[ns]:
+                details["redacted"] = redacted[ns]
+            self._audit("add", chosen, ns, details)
+        for key in sorted({(r["namespace"], r["session_id"]) for r in built}):
+            self._touch_session(*key)
         self.working.invalidate({(r["namespace"], r["session_id"]) for r in built})
         if self.worker is not None:
             self.worker.submit([(r["id"], r["content"]) for r in built])
@@ -496,6 +514,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
             s.max_memory_tokens if max_tokens is None else max_tokens, "max_tokens"
         )
 
+        self._touch_session(ns, session_id)
         recency = self.working.recent(ns, session_id, recency_limit) if recency_limit else []
         salience = self._salient(ns, salience_threshold, salience_limit)
         relevance: list[dict] = []
