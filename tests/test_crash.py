@@ -1,0 +1,171 @@
+"""Crashes and shutdown, with real processes.
+
+* A child process streams ``add_event`` calls and prints every id the call
+  returned; the parent SIGKILLs it mid-stream.  Reopening must find every
+  printed id, open cleanly, and embed what had no vector yet.
+* A process that opens a Memory, queues work and exits *without* ``close()``
+  must exit (the atexit hook stops the threads); the subprocess timeout is the
+  failure detector, never a sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from nbmemory import Memory
+
+#: Generous bound: a child that is still running after this is hung, not slow.
+HANG = 120
+
+_SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=_SRC, PYTHONUNBUFFERED="1")
+
+
+STREAM_CHILD = """
+import sys, threading
+from nbmemory import Memory
+from nbmemory.embeddings import HashEmbedder
+
+class Stuck:
+    # blocks forever inside the model, so every event is still pending when killed
+    name = HashEmbedder(384).name
+    dim = 384
+    def embed(self, texts):
+        threading.Event().wait()
+
+path, mode, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mem = Memory(path, embedder=Stuck() if mode == "stuck" else "hash")
+i = start
+while True:
+    event = mem.add_event(f"s{i % 3}", "user", f"memory number {i}", metadata={"i": i})
+    print(event.id, flush=True)
+    i += 1
+"""
+
+
+def _stream_and_kill(path: str, mode: str, start: int, count: int) -> list[str]:
+    """Run the streaming child, read ``count`` returned ids, SIGKILL it; return the ids."""
+    child = subprocess.Popen(
+        [*_python(STREAM_CHILD), path, mode, str(start)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    ids: list[str] = []
+    try:
+        while len(ids) < count:
+            line = child.stdout.readline()
+            if not line:  # the child died on its own: show why
+                raise AssertionError(f"child exited early: {child.wait()} {child.stderr.read()}")
+            ids.append(line.strip())
+        child.send_signal(signal.SIGKILL)  # while it is still adding events
+        assert child.wait(timeout=HANG) == -signal.SIGKILL
+        # lines printed between our last read and the kill were returned too
+        ids += [line.strip() for line in child.stdout.read().splitlines() if line.strip()]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+        child.stderr.close()
+    return ids
+
+
+def test_sigkill_mid_stream_loses_no_returned_event_and_embeds_the_rest(tmp_path):
+    path = str(tmp_path / "killed.duckdb")
+    returned = _stream_and_kill(path, "stuck", 0, 150)
+    assert len(returned) >= 150
+
+    # the killed file opens cleanly (even read-only, with no repair) ...
+    con = duckdb.connect(path, read_only=True)
+    try:
+        stored, without_vector = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE embedding IS NULL) FROM events"
+        ).fetchone()
+    finally:
+        con.close()
+    # ... and the model never answered, so every event lacks its vector
+    assert stored >= len(returned) and without_vector == stored
+
+    with Memory(path, embedder="hash") as mem:
+        ids = set(mem.events()["id"])
+        assert set(returned) <= ids, "an event whose add_event returned was lost"
+        assert mem.flush(timeout=HANG) is True
+        status = mem.status()
+        assert status["pending"] == 0 and status["failed"] == 0
+        assert status["embedded"] == status["events"] == len(ids)
+        # and it is searchable again
+        assert mem.search("memory number 7", limit=1)["content"].iloc[0] == "memory number 7"
+
+
+def test_repeated_sigkills_on_one_file_keep_every_returned_event(tmp_path):
+    path = str(tmp_path / "killed-again.duckdb")
+    returned: list[str] = []
+    for round_ in range(3):  # kill, reopen (in the next child), kill again ...
+        returned += _stream_and_kill(path, "hash", round_ * 10_000, 60)
+    with Memory(path, embedder="hash") as mem:
+        assert set(returned) <= set(mem.events()["id"])
+        assert mem.flush(timeout=HANG) is True
+        assert mem.status()["pending"] == 0
+        assert mem.audit_log(action="add")["target_ids"].map(len).sum() >= len(returned)
+
+
+EXIT_CHILD = """
+import sys, threading
+from nbmemory import Memory
+from nbmemory.embeddings import HashEmbedder
+
+class Stuck:
+    name = HashEmbedder(384).name
+    dim = 384
+    entered = threading.Event()
+    def embed(self, texts):
+        Stuck.entered.set()
+        threading.Event().wait()  # a model that never answers
+
+path, mode = sys.argv[1], sys.argv[2]
+mem = Memory(path, embedder=Stuck() if mode == "stuck" else "hash")
+mem.add_events([{"session_id": "s", "role": "user", "content": f"queued {i}"} for i in range(3000)])
+for i in range(20):
+    mem.add_event("s", "user", f"single {i}")
+if mode == "stuck":
+    Stuck.entered.wait()  # the worker is inside the model for sure
+if mode == "consolidation":
+    mem.start_consolidation(interval_hours=0.0001)  # wakes every 0.36 s
+print("leaving without close()", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["hash", "stuck", "consolidation"])
+def test_exit_without_close_does_not_hang_and_loses_nothing(tmp_path, mode):
+    path = str(tmp_path / f"exit-{mode}.duckdb")
+    result = subprocess.run(
+        [*_python(EXIT_CHILD), path, mode],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=HANG,  # the failure detector: a hung shutdown raises TimeoutExpired
+    )
+    assert result.returncode == 0, result.stderr
+    assert "leaving without close()" in result.stdout
+    # the atexit hook closed the file: this process can open it for writing
+    with Memory(path, embedder="hash") as mem:
+        assert len(mem.events()) == 3020
+        assert mem.flush(timeout=HANG) is True
+        assert mem.status()["embedded"] == 3020
