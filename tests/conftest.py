@@ -58,3 +58,76 @@ def mem(store_path: str):
     memory = Memory(store_path, embedder="hash")
     yield memory
     memory.close()
+
+
+# -- research toolkit (issue 4): LoCoMo stores shared across test files ---------------------
+TINY_LOCOMO = {
+    "sample_id": "tiny-1",
+    "conversation": {
+        "speaker_a": "Alice",
+        "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Alice", "dia_id": "D1:1", "text": "I adopted a puppy named Rex"},
+            {"speaker": "Bob", "dia_id": "D1:2", "text": "Rex is a lovely name for a puppy"},
+            {"speaker": "Alice", "dia_id": "D1:3", "text": "My sister lives in Lisbon"},
+        ],
+        "session_2_date_time": "10:00 am on 20 May, 2023",
+        "session_2": [
+            {"speaker": "Bob", "dia_id": "D2:1", "text": "I started painting watercolours"},
+            {"speaker": "Alice", "dia_id": "D2:2", "text": "Lisbon was sunny when I visited"},
+            {"speaker": "Bob", "dia_id": "D2:3", "text": "See you next week"},
+        ],
+    },
+    "qa": [
+        {
+            "question": "What is the name of Alice's puppy?",
+            "answer": "Rex",
+            "evidence": ["D1:1"],
+            "category": 1,
+        },
+        {
+            "question": "Where does Alice's sister live?",
+            "answer": "Lisbon",
+            "evidence": ["D1:3", "D2:2"],
+            "category": 2,
+        },
+        {
+            "question": "What did Bob start painting?",
+            "answer": "watercolours",
+            "evidence": ["D2:1"],
+            "category": 4,
+        },
+        {
+            "question": "What is Bob's cat called?",
+            "adversarial_answer": "none",
+            "evidence": [],
+            "category": 5,
+        },
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_locomo_path(tmp_path_factory) -> Path:
+    """A six-turn LoCoMo-format conversation with three answerable questions."""
+    import json
+
+    path = tmp_path_factory.mktemp("locomo") / "conv-tiny.json"
+    path.write_text(json.dumps(TINY_LOCOMO))
+    return path
+
+
+@pytest.fixture(scope="session")
+def locomo_conv26(real_embedder, locomo_dir):
+    """LoCoMo conv-26 loaded once (real model, in-memory store): ``(memory, loaded)``.
+
+    Shared by every test file that needs it: tests may read and configure it but
+    must put back any setting they change.
+    """
+    from nbmemory.datasets import load_locomo
+
+    memory = Memory(":memory:", embedder=real_embedder)
+    loaded = load_locomo(locomo_dir / "conv-26.json", memory)
+    yield memory, loaded
+    memory.close()

@@ -109,9 +109,14 @@ def tri_hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int
     return context.ids[:k]
 
 
-def parse_ks(text: str | Iterable[int]) -> list[int]:
-    """``"5,10"`` (or an iterable of ints) -> sorted distinct positive cut-offs."""
-    parts = text.split(",") if isinstance(text, str) else list(text)
+def parse_ks(text: str | int | Iterable[int]) -> list[int]:
+    """``"5,10"`` (or one int, or an iterable of ints) -> sorted distinct positive cut-offs."""
+    if isinstance(text, str):
+        parts: list[Any] = text.split(",")
+    elif isinstance(text, int):
+        parts = [text]
+    else:
+        parts = list(text)
     try:
         ks = sorted({int(p) for p in parts if str(p).strip()})
     except ValueError:
@@ -136,7 +141,7 @@ def evaluate_queries(
     memory: Memory,
     loaded: LoadedConversation | Sequence[LoadedConversation],
     *,
-    k: Iterable[int] | str = (5, 10),
+    k: Iterable[int] | int | str = (5, 10),
     strategies: Mapping[str, Strategy] | Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """One row per (strategy, question): what was retrieved and how it scored.
@@ -225,7 +230,7 @@ def evaluate(
     memory: Memory,
     loaded: LoadedConversation | Sequence[LoadedConversation],
     *,
-    k: Iterable[int] | str = (5, 10),
+    k: Iterable[int] | int | str = (5, 10),
     strategies: Mapping[str, Strategy] | Sequence[str] | None = None,
 ) -> Evaluation:
     """recall@k, precision@k and MRR of every strategy on labelled questions.
