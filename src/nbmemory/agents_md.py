@@ -15,8 +15,9 @@ Sections are identified by their heading path (``Project > Preferences``), with
 ``#2``, ``#3`` appended to repeated headings, and by the file they came from, so
 several files can be synced into one namespace.  Headings inside fenced code
 blocks are text, not sections.  :class:`AgentsWatcher` re-syncs whenever the
-file changes (watchfiles; polling on request) until it is stopped or the store
-is closed.
+file changes (watchfiles' native notifications; with ``force_polling=True`` a
+thread compares the file's hash every half second, for network file systems)
+until it is stopped or the store is closed.
 """
 
 from __future__ import annotations
@@ -278,6 +279,7 @@ class AgentsWatcher:
         on_sync: Callable[[SyncResult], None] | None = None,
         force_polling: bool = False,
         debounce_ms: int = 200,
+        poll_interval: float = 0.5,
     ) -> None:
         try:
             import watchfiles
@@ -292,7 +294,9 @@ class AgentsWatcher:
         self.on_sync = on_sync
         self.force_polling = force_polling
         self.debounce_ms = debounce_ms
+        self.poll_interval = poll_interval
         self.syncs = 0
+        self._initial_signature = self._signature()
         self.last_result: SyncResult | None = sync(memory, self.path, namespace=namespace)
         self.last_error: str | None = None
         self._stop = threading.Event()
@@ -313,7 +317,29 @@ class AgentsWatcher:
     def _matches(self, _change: Any, changed_path: str) -> bool:
         return Path(changed_path).name == self.path.name
 
+    def _signature(self) -> str | None:
+        try:
+            return content_hash(self.path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _poll(self) -> None:
+        """The polling fallback: compare the file's hash every ``poll_interval`` seconds."""
+        last = self._initial_signature
+        self._ready.set()
+        while not self._stop.wait(self.poll_interval):
+            current = self._signature()
+            if current is not None and current != last:
+                last = current
+                self._sync_once()
+
     def _run(self) -> None:
+        if self.force_polling:
+            try:
+                self._poll()
+            finally:
+                self._ready.set()
+            return
         try:
             for changes in self._watchfiles.watch(
                 self.path.parent,
@@ -324,12 +350,15 @@ class AgentsWatcher:
                 rust_timeout=200,
                 yield_on_timeout=True,
                 recursive=False,
-                force_polling=self.force_polling,
-                poll_delay_ms=100,
                 raise_interrupt=False,
             ):
-                # the first (empty) yield comes after the watch is set up
-                self._ready.set()
+                # the first (empty) yield comes after the watch is set up; a change
+                # made between the first sync and now is caught here
+                if not self._ready.is_set():
+                    self._ready.set()
+                    if self._signature() != self._initial_signature:
+                        self._sync_once()
+                        continue
                 if self._stop.is_set():
                     break
                 if changes and self.path.exists():
