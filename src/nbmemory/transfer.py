@@ -112,7 +112,7 @@ def decode_vector(text: str, dim: int) -> np.ndarray:
 
 
 def _time_text(value: Any) -> str | None:
-    if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
+    if _is_null(value):
         return None
     if isinstance(value, pd.Timestamp):
         value = value.to_pydatetime()
@@ -125,6 +125,17 @@ def _parse_time(value: Any, name: str) -> dt.datetime | None:
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be ISO-8601 text, got {value!r}")
     return ev.to_utc(value, name)
+
+
+def _is_null(value: Any) -> bool:
+    """None, NaN, NaT or pd.NA: how DuckDB -> pandas may spell SQL NULL."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _value(value: Any) -> Any:
+    return None if _is_null(value) else ev._plain(value)
 
 
 def _progress(iterable: Any, enabled: bool, desc: str, total: int | None = None) -> Any:
@@ -165,10 +176,10 @@ def export_json(
         for column in EVENT_COLUMNS:
             if column == "embedding":
                 continue
-            value = ev._plain(record[column])
+            value = _value(record[column])
             item[column] = _time_text(value) if column in _TIME_FIELDS else value
         vector = record["embedding"]
-        if vector is None or (isinstance(vector, float) and math.isnan(vector)):
+        if _is_null(vector):
             item["embedding_dim"] = None
             item["embedding"] = None
         else:
@@ -178,7 +189,7 @@ def export_json(
         events_out.append(item)
     sessions_out = []
     for row in session_rows:
-        item = {k: ev._plain(row[k]) for k in sess.SESSION_COLUMNS}
+        item = {k: _value(row[k]) for k in sess.SESSION_COLUMNS}
         for name in _SESSION_TIME_FIELDS:
             item[name] = _time_text(item[name])
         sessions_out.append(item)
@@ -391,7 +402,11 @@ def import_json(
                     "last_activity"
                 ]
     memory.working.invalidate({(r["namespace"], r["session_id"]) for r in added})
-    queued = [(r["id"], r["content"]) for r in added if r["embedding"] is None and r["content"]]
+    queued = [
+        (r["id"], r["content"])
+        for r in added
+        if r["embedding"] is None and r["content"] and r["embedding_error"] is None
+    ]
     if memory.worker is not None and queued:
         memory.worker.submit(queued)
     namespaces = sorted({r["namespace"] for r in added} | {r["namespace"] for r in new_sessions})

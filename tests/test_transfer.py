@@ -1,0 +1,200 @@
+"""Export / import: versioned JSON with embeddings, idempotent import, bit-exact LoCoMo round trip."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nbmemory import InvalidInput, Memory
+from nbmemory.datasets import load_locomo
+from nbmemory.sessions import SessionNotFound
+from nbmemory.transfer import FORMAT, VERSION, derived_id
+
+
+def _events(mem: Memory, namespace: str) -> pd.DataFrame:
+    return mem.store.events(namespace=namespace, with_embedding=True).sort_values("id")
+
+
+def _assert_same_events(left: pd.DataFrame, right: pd.DataFrame) -> None:
+    left = left.reset_index(drop=True)
+    right = right.reset_index(drop=True)
+    assert list(left.columns) == list(right.columns)
+    assert left["id"].tolist() == right["id"].tolist()
+    plain = [c for c in left.columns if c != "embedding"]
+    pd.testing.assert_frame_equal(left[plain], right[plain], check_exact=True)
+    for a, b in zip(left["embedding"], right["embedding"], strict=True):
+        if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
+            assert pd.isna(a) and pd.isna(b)
+        else:
+            assert a.dtype == b.dtype == np.float32
+            assert a.tobytes() == b.tobytes()  # bit for bit
+
+
+def _sessions(mem: Memory, namespace: str) -> pd.DataFrame:
+    return mem.store.df(
+        "SELECT * FROM sessions WHERE namespace = ? ORDER BY session_id", [namespace]
+    ).reset_index(drop=True)
+
+
+def _round_trip(source: Memory, namespace: str, tmp_path: Path, embedder) -> Memory:
+    target_path = tmp_path / "target.duckdb"
+    file = tmp_path / "export.json"
+    summary = source.export_json(file, namespace=namespace)
+    assert summary["events"] == len(source.events(namespace=namespace)) > 0
+    target = Memory(str(target_path), embedder=embedder)
+    result = target.import_json(file)
+    assert result["events_added"] == summary["events"]
+    assert result["queued_for_embedding"] == 0  # every vector came with the file
+    return target
+
+
+@pytest.mark.locomo
+def test_locomo_round_trip_keeps_every_row_field_and_vector(
+    store_path: str, tmp_path: Path, locomo_dir: Path
+) -> None:
+    with Memory(store_path, embedder="hash") as source:
+        loaded = load_locomo(locomo_dir / "conv-30.json", source)
+        ns = loaded.namespace
+        sid = source.start_session("caroline", namespace=ns).session_id
+        source.close_session(sid, namespace=ns, state={"current_plan": ["remember"]})
+        source.add_event("notes", "user", "a memory", namespace=ns, metadata={"k": [1, 2]})
+        source.store.execute(  # one row whose embedding failed
+            "UPDATE events SET embedding = NULL, embedding_model = NULL, embedding_error = 'x'"
+            " WHERE id = ?",
+            [f"locomo:{loaded.conversation.conversation_id}:D1:1"],
+        )
+        source.flush()
+        before = _events(source, ns)
+        sessions_before = _sessions(source, ns)
+        target = _round_trip(source, ns, tmp_path, "hash")
+    with target:
+        assert len(before) == len(loaded.conversation.turns) + 1
+        _assert_same_events(before, _events(target, ns))
+        pd.testing.assert_frame_equal(sessions_before, _sessions(target, ns), check_exact=True)
+        assert target.get_session(sid, namespace=ns).state["current_plan"] == ["remember"]
+        # and again: nothing is added the second time
+        again = target.import_json(tmp_path / "export.json")
+        assert again["events_added"] == 0 and again["sessions_added"] == 0
+        assert again["events_skipped"] == len(before)
+        _assert_same_events(before, _events(target, ns))
+
+
+@pytest.mark.real_model
+@pytest.mark.locomo
+def test_locomo_round_trip_with_the_real_model(
+    store_path: str, tmp_path: Path, locomo_dir: Path, real_embedder
+) -> None:
+    with Memory(store_path, embedder=real_embedder) as source:
+        loaded = load_locomo(locomo_dir / "conv-30.json", source)
+        before = _events(source, loaded.namespace)
+        assert before["embedding"].map(lambda v: v is not None and len(v) == 384).all()
+        target = _round_trip(source, loaded.namespace, tmp_path, real_embedder)
+    with target:
+        _assert_same_events(before, _events(target, loaded.namespace))
+        question = loaded.queries().iloc[0]["question"]
+        hits = target.search(question, namespace=loaded.namespace, limit=5)
+        assert len(hits) == 5 and hits["similarity"].iloc[0] > 0.3
+
+
+def test_file_format_is_versioned_and_documented(mem: Memory, tmp_path: Path) -> None:
+    event = mem.add_event("s1", "user", "I love TypeScript", metadata={"b": 1, "a": "x"})
+    mem.flush()
+    file = tmp_path / "out.json"
+    summary = mem.export_json(file)
+    document = json.loads(file.read_text(encoding="utf-8"))
+    assert document["format"] == FORMAT and document["version"] == VERSION == 1
+    assert document["embedding_encoding"] == "base64-float32-le"
+    assert document["scope"] == {"namespace": "default", "session_id": None}
+    assert document["counts"] == {"events": 1, "embedded": 1, "sessions": 0}
+    item = document["events"][0]
+    assert item["id"] == event.id and item["metadata"] == '{"a": "x", "b": 1}'
+    assert item["created_at"].endswith("Z") and item["embedding_dim"] == 384
+    stored = mem.store.fetchone("SELECT embedding FROM events WHERE id = ?", [event.id])[0]
+    decoded = np.frombuffer(base64.b64decode(item["embedding"]), dtype="<f4")
+    assert decoded.tobytes() == np.asarray(stored, dtype=np.float32).tobytes()
+    assert summary["events"] == 1 and summary["bytes"] == file.stat().st_size
+
+
+def test_export_one_session(mem: Memory, tmp_path: Path) -> None:
+    sid = mem.start_session("u").session_id
+    mem.add_event(sid, "user", "in the session")
+    mem.add_event("other", "user", "not in the session")
+    mem.start_session("u")
+    summary = mem.export_json(tmp_path / "s.json", session_id=sid)
+    document = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
+    assert summary["events"] == 1 and summary["sessions"] == 1
+    assert [e["content"] for e in document["events"]] == ["in the session"]
+    assert [s["session_id"] for s in document["sessions"]] == [sid]
+    with pytest.raises(SessionNotFound):
+        mem.export_json(tmp_path / "none.json", session_id="sess_missing")
+
+
+def test_import_into_another_namespace_of_the_same_store(mem: Memory, tmp_path: Path) -> None:
+    original = mem.add_event("s1", "user", "copy me")
+    mem.flush()
+    mem.export_json(tmp_path / "a.json")
+    first = mem.import_json(tmp_path / "a.json", namespace="copy")
+    assert first["events_added"] == 1 and first["namespaces"] == ["copy"]
+    copied = mem.events(namespace="copy")
+    assert copied["id"].tolist() == [derived_id("copy", original.id)]
+    assert copied["content"].tolist() == ["copy me"]
+    assert mem.get_event(original.id).namespace == "default"  # the original is untouched
+    assert mem.import_json(tmp_path / "a.json", namespace="copy")["events_added"] == 0
+    assert len(mem.events(namespace="copy")) == 1
+    assert mem.search("copy me", namespace="copy")["id"].tolist() == copied["id"].tolist()
+
+
+def test_imported_text_is_redacted_and_its_vector_dropped(mem: Memory, tmp_path: Path) -> None:
+    with Memory(str(tmp_path / "raw.duckdb"), embedder="hash", redaction=False) as raw:
+        raw.add_event("s", "user", "the password: hunter2 is old")
+        raw.flush()
+        raw.export_json(tmp_path / "raw.json")
+    result = mem.import_json(tmp_path / "raw.json")
+    assert result["redacted"] == 1 and result["queued_for_embedding"] == 1
+    mem.flush()
+    row = mem.events().iloc[0]
+    assert row["content"] == "the password: [REDACTED] is old"
+    assert row["embedding_model"] == mem.model_name  # re-embedded from the redacted text
+    assert json.loads(mem.audit_log(action="import")["details"].iloc[0])["redacted"] == 1
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(format="other"), "not an nbmemory export"),
+        (lambda d: d.update(version=99), "newer than this nbmemory reads"),
+        (lambda d: d["events"][1].update(embedding_dim=3), r"events\[1\].*values"),
+        (lambda d: d["events"][1].update(embedding="!!"), r"events\[1\].*base64"),
+        (lambda d: d["events"][1].update(created_at="yesterday"), r"events\[1\].*ISO-8601"),
+        (lambda d: d["events"][1].pop("role"), r"events\[1\] lacks role"),
+        (lambda d: d["events"].append(dict(d["events"][0])), "repeats event ids"),
+    ],
+)
+def test_bad_files_are_refused_and_nothing_is_written(
+    mem: Memory, tmp_path: Path, mutate, message: str
+) -> None:
+    mem.add_events([{"session_id": "s", "role": "user", "content": f"row {i}"} for i in range(3)])
+    mem.flush()
+    file = tmp_path / "out.json"
+    mem.export_json(file)
+    document = json.loads(file.read_text(encoding="utf-8"))
+    mutate(document)
+    file.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(InvalidInput, match=message):
+        mem.import_json(file, namespace="target")
+    assert mem.events(namespace="target").empty
+
+
+def test_unreadable_inputs(mem: Memory, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="no export file"):
+        mem.import_json(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(InvalidInput, match="is not JSON"):
+        mem.import_json(tmp_path / "bad.json")
+    with pytest.raises(InvalidInput, match="folder .* does not exist"):
+        mem.export_json(tmp_path / "nope" / "out.json")
