@@ -40,7 +40,8 @@ class StoreLocked(StoreError):
             who += f" ({holder})"
         super().__init__(
             f"the store {path} is in use by {who}. DuckDB lets one process write a file: "
-            "close the other kernel or its Memory (mem.close()), or open another path."
+            "close the other kernel or its Memory (mem.close()), open every kernel with "
+            "Memory(path, shared=True), or use another path."
         )
         self.path = path
         self.pid = pid

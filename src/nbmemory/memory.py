@@ -61,7 +61,9 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
     is ``None`` (all-MiniLM-L6-v2 through fastembed), a model name, ``"hash"`` (the
     offline test embedder), an :class:`~nbmemory.embeddings.Embedder`, or any
     callable ``list[str] -> array``.  Keyword settings (``relevance_threshold=0.5``)
-    override :class:`~nbmemory.config.Settings` defaults.
+    override :class:`~nbmemory.config.Settings` defaults.  ``shared=True`` lets
+    several processes use the same file, each holding it only while an operation
+    runs (slower; see :mod:`nbmemory.shared`).
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         settings: Settings | None = None,
         namespace: str = DEFAULT_NAMESPACE,
         read_only: bool = False,
+        shared: bool = False,
         token_counter: Callable[[str], int] = estimate_tokens,
         actor: str = "api",
         **overrides: Any,
@@ -83,8 +86,16 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         #: Who the audit trail says made the changes through this object.
         self.actor = actor
         self.path = str(path) if path is not None else _default_path()
-        self.store = Store(self.path, read_only=read_only)
-        self.working = WorkingMemory(self._settings.working_memory_cap, self._load_recent)
+        if shared:  # several kernels on one file, taking turns (see nbmemory.shared)
+            from .shared import SharedStore, SharedWorkingMemory
+
+            self.store = SharedStore(self.path, read_only=read_only)
+            self.working = SharedWorkingMemory(
+                self._settings.working_memory_cap, self._load_recent, self.store
+            )
+        else:
+            self.store = Store(self.path, read_only=read_only)
+            self.working = WorkingMemory(self._settings.working_memory_cap, self._load_recent)
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._closed = False
         self._lock = threading.RLock()

@@ -1,0 +1,235 @@
+"""Two kernels (two real processes) on one store file.
+
+Default mode: the first process holds the file; the second gets a one-line
+:class:`StoreLocked` naming the holder's PID and what to do, from the API and
+from the CLI, and nothing the first one stored is lost.
+
+Shared mode (``Memory(path, shared=True)``): both processes remember and recall
+at the same time, each seeing what the other wrote, and every returned id is in
+the file afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nbmemory import Memory, StoreLocked
+
+HANG = 180
+_SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=_SRC, PYTHONUNBUFFERED="1", **extra)
+
+
+def _spawn(code: str, *args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(**env),
+    )
+
+
+def _expect(child: subprocess.Popen, prefix: str) -> str:
+    """Read the child's stdout until a line starting with ``prefix`` (no sleeps)."""
+    while True:
+        line = child.stdout.readline()
+        if not line:
+            raise AssertionError(f"child ended before {prefix!r}: {child.stderr.read()}")
+        if line.startswith(prefix):
+            return line[len(prefix) :].strip()
+
+
+HOLDER = """
+import os, sys
+from nbmemory import Memory
+mem = Memory(sys.argv[1], embedder="hash")
+event = mem.add_event("s", "user", "written by the holder")
+mem.flush()
+print("ready", os.getpid(), event.id, flush=True)
+sys.stdin.readline()  # hold the store until the test says so
+mem.add_event("s", "user", "written by the holder after the refusal")
+mem.close()
+print("closed", flush=True)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """A real second process holding ``store`` open in the default (exclusive) mode."""
+    path = str(tmp_path / "held.duckdb")
+    child = _spawn(HOLDER, path)
+    pid, event_id = _expect(child, "ready").split()
+    yield path, int(pid), event_id, child
+    if child.poll() is None:
+        child.kill()
+    child.wait(timeout=HANG)
+    child.stdout.close()
+    child.stderr.close()
+    child.stdin.close()
+
+
+def test_second_process_gets_one_line_storelocked_naming_the_holder(holder):
+    path, pid, event_id, child = holder
+    with pytest.raises(StoreLocked) as info:
+        Memory(path, embedder="hash")
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"process {pid}" in message and path in message
+    assert "close the other kernel" in message and "shared=True" in message
+    assert info.value.pid == pid
+    with pytest.raises(StoreLocked, match=f"process {pid}"):
+        Memory(path, embedder="hash", read_only=True)  # DuckDB refuses readers too
+    # the refusal cost the holder nothing: it keeps writing, then closes
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    _expect(child, "closed")
+    assert child.wait(timeout=HANG) == 0
+    with Memory(path, embedder="hash") as mem:
+        contents = set(mem.events()["content"])
+        assert {"written by the holder", "written by the holder after the refusal"} <= contents
+        assert mem.get_event(event_id).content == "written by the holder"
+
+
+def test_cli_on_a_held_store_exits_non_zero_with_one_line_naming_the_pid(holder):
+    path, pid, _, _ = holder
+    script = Path(sys.executable).with_name("nbmemory")
+    result = subprocess.run(
+        [str(script), "demo", "--store", path, "--embedder", "hash"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=HANG,
+    )
+    assert result.returncode == 1
+    err = result.stderr.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert err.startswith("nbmemory: error:") and f"process {pid}" in err
+    assert "IOException" not in err and "IO Error" not in err
+
+
+def test_shared_opener_waits_then_names_a_non_shared_holder(holder, monkeypatch):
+    path, pid, _, _ = holder
+    monkeypatch.setenv("NBMEMORY_LOCK_TIMEOUT", "0.3")
+    with pytest.raises(StoreLocked, match=f"process {pid}") as info:
+        Memory(path, embedder="hash", shared=True)
+    assert "\n" not in str(info.value)
+
+
+SHARED_KERNEL = """
+import json, sys
+from nbmemory import Memory
+path, name, other, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+mem = Memory(path, embedder="hash", shared=True)
+print("ready", flush=True)
+sys.stdin.readline()  # both kernels start writing at the same moment
+for i in range(count):
+    event = mem.add_event("together", "user", f"{name} remembers item {i}", metadata={"by": name})
+    print("id", event.id, flush=True)
+    if i % 5 == 0:  # read while the other kernel writes
+        mem.search(f"{other} remembers item", limit=3)
+        mem.recent("together", 5)
+assert mem.flush(timeout=120)
+print("written", flush=True)
+# wait for the other kernel's writes by reading the store (each read is one lease)
+for attempt in range(100_000):
+    theirs = mem.events(session_id="together", role="user")
+    if (theirs["content"].str.startswith(other)).sum() == count:
+        break
+hits = mem.search(f"{other} remembers item 7", limit=1)
+recent = mem.recent("together", 2 * count)
+print("seen", json.dumps({
+    "search_top": hits["content"].iloc[0] if len(hits) else None,
+    "recent_from_other": int(recent["content"].str.startswith(other).sum()),
+    "total": len(mem.events()),
+}), flush=True)
+mem.close()
+"""
+
+
+def test_two_shared_kernels_remember_and_recall_at_once(tmp_path):
+    path = str(tmp_path / "shared.duckdb")
+    count = 25
+    kernels = {
+        name: _spawn(SHARED_KERNEL, path, name, other, str(count))
+        for name, other in (("alpha", "beta"), ("beta", "alpha"))
+    }
+    try:
+        for child in kernels.values():
+            _expect(child, "ready")
+        for child in kernels.values():  # release both at once
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        returned: dict[str, list[str]] = {}
+        seen: dict[str, dict] = {}
+        for name, child in kernels.items():
+            out, err = child.communicate(timeout=HANG)
+            assert child.returncode == 0, err
+            assert "Traceback" not in err
+            lines = out.splitlines()
+            returned[name] = [line.split()[1] for line in lines if line.startswith("id ")]
+            seen[name] = json.loads(next(ln for ln in lines if ln.startswith("seen "))[5:])
+    finally:
+        for child in kernels.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    for name, other in (("alpha", "beta"), ("beta", "alpha")):
+        assert len(returned[name]) == count
+        # each kernel recalled the other's memory by search and in its working memory
+        assert seen[name]["search_top"] == f"{other} remembers item 7"
+        assert seen[name]["recent_from_other"] == count
+        assert seen[name]["total"] == 2 * count
+    with Memory(path, embedder="hash") as mem:  # nothing lost, everything embedded
+        stored = mem.events()
+        assert set(returned["alpha"]) | set(returned["beta"]) == set(stored["id"])
+        assert mem.flush(timeout=HANG)
+        assert mem.status()["embedded"] == 2 * count
+
+
+def test_shared_mode_refuses_an_in_memory_store():
+    from nbmemory import StoreError
+
+    with pytest.raises(StoreError, match="shared=True needs a store file"):
+        Memory(":memory:", embedder="hash", shared=True)
+
+
+WRITER = """
+import sys
+from nbmemory import Memory
+with Memory(sys.argv[1], embedder="hash", shared=True) as mem:
+    event = mem.add_event("s", "user", sys.argv[2])
+    assert mem.flush(timeout=120)
+    print("id", event.id, flush=True)
+"""
+
+
+def test_a_shared_kernel_sees_what_another_wrote_after_it_cached(tmp_path):
+    path = str(tmp_path / "caches.duckdb")
+    with Memory(path, embedder="hash", shared=True) as mem:
+        for i in range(20):
+            mem.add_event("s", "user", f"local note {i}")
+        assert mem.flush(timeout=HANG)
+        # fill this process's caches: the vector index and the session's working memory
+        assert mem.search("local note 3", limit=1)["content"].iloc[0] == "local note 3"
+        assert len(mem.recent("s", 50)) == 20
+        child = _spawn(WRITER, path, "the zebra crossing is on Elm street")
+        out, err = child.communicate(timeout=HANG)
+        assert child.returncode == 0, err
+        their_id = out.split()[1]
+        # while this Memory stays open, the other process wrote and embedded
+        assert mem.search("zebra crossing Elm street", limit=1)["id"].iloc[0] == their_id
+        assert mem.recent("s", 1)["id"].iloc[0] == their_id
+        assert mem.get_event(their_id).content == "the zebra crossing is on Elm street"
+        assert mem.store.external_changes >= 1
