@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import duckdb
+
 from . import events as ev
 from . import facts as fx
 from .config import check_limit, check_unit_interval
@@ -101,7 +103,7 @@ _STOP = frozenset(
 _ROLE_WEIGHT = {"user": 1.0, "assistant": 0.8, "tool": 0.5, "system": 0.3}
 _END = r"(?=[.,;!?]|\s+(?:and|but|because|so)\b|$)"
 _FACT_PATTERNS = [
-    (re.compile(r"\bmy name is ([A-Z][\w'-]*(?: [A-Z][\w'-]*)?)"), "user", "name"),
+    (re.compile(r"\b(?i:my name is) ([A-Z][\w'-]*(?: [A-Z][\w'-]*)?)"), "user", "name"),
     (re.compile(r"\bI(?: am|'m) called ([A-Z][\w'-]*)"), "user", "name"),
     (
         re.compile(rf"\bI (?:live|am based|'m based) in ([A-Z][\w .'-]{{1,60}}?){_END}"),
@@ -109,7 +111,6 @@ _FACT_PATTERNS = [
         "location",
     ),
     (re.compile(rf"\bI work (?:at|for) ([A-Z][\w&.' -]{{1,60}}?){_END}"), "user", "employer"),
-    (re.compile(rf"\bI(?: am|'m) an? ([\w -]{{2,40}}?){_END}"), "user", "occupation"),
 ]
 _LIKES = re.compile(
     rf"\bI (?:really |also )?(love|like|prefer|enjoy|hate|dislike) ([\w#+.' -]{{2,60}}?){_END}",
@@ -243,6 +244,13 @@ def _fact_list(raw: Any) -> list[tuple[str, str, str]]:
             category, key, value = item
             out.append((category, key, value))
     return out
+
+
+_ATTEMPTS = 5
+
+
+class _Conflict(Exception):
+    """The chunk could not be stored as read; it stays unconsolidated for the next run."""
 
 
 class Consolidator:
@@ -413,16 +421,12 @@ class ConsolidationMixin:
                     "summarizer": name,
                 },
             )
-            with self.store.transaction():
-                self.store.insert_events(ev.rows_to_arrow([row]))
-                for category, key, value in summary.facts:
-                    fx.upsert(self.store, ns, category, key, value, "consolidation", now)
-                # only now, with the summary stored, are the originals marked
-                self.store.execute(
-                    "UPDATE events SET consolidated_at = ? WHERE namespace = ?"
-                    " AND id IN (SELECT unnest(?::VARCHAR[])) AND consolidated_at IS NULL",
-                    [now, ns, ids],
-                )
+            try:
+                self._store_summary(ns, row, summary.facts, ids, now)
+            except _Conflict as exc:
+                report.failures[session] = str(exc)
+                log.warning("consolidation of session %r deferred: %s", session, exc)
+                return
             self._audit(
                 "consolidate",
                 [row["id"], *ids],
@@ -436,6 +440,44 @@ class ConsolidationMixin:
             report.summary_ids.append(row["id"])
             report.consolidated += len(ids)
             report.facts += len(summary.facts)
+
+    def _store_summary(
+        self,
+        ns: str,
+        row: dict[str, Any],
+        facts: list[tuple[str, str, str]],
+        ids: list[str],
+        now: dt.datetime,
+    ) -> None:
+        """Summary, facts and the originals' ``consolidated_at`` in one transaction.
+
+        The embedding worker writes the same rows from its own thread; a write-write
+        conflict rolls everything back and the chunk is tried again (a few times).
+        ``RETURNING`` makes DuckDB report such a conflict instead of dropping the
+        update, and the count check refuses a chunk someone else changed meanwhile.
+        """
+        for attempt in range(_ATTEMPTS):
+            try:
+                with self.store.transaction():
+                    self.store.insert_events(ev.rows_to_arrow([row]))
+                    for category, key, value in facts:
+                        fx.upsert(self.store, ns, category, key, value, "consolidation", now)
+                    # only now, with the summary stored, are the originals marked
+                    marked = self.store.fetchall(
+                        "UPDATE events SET consolidated_at = ? WHERE namespace = ?"
+                        " AND id IN (SELECT unnest(?::VARCHAR[])) AND consolidated_at IS NULL"
+                        " RETURNING id",
+                        [now, ns, ids],
+                    )
+                    if len(marked) != len(ids):
+                        raise _Conflict(
+                            f"{len(ids) - len(marked)} of {len(ids)} events were consolidated "
+                            "or deleted meanwhile; the chunk is retried next run"
+                        )
+                return
+            except duckdb.TransactionException as exc:
+                if attempt == _ATTEMPTS - 1:
+                    raise _Conflict(f"write conflict, retried next run: {exc}") from exc
 
     # -- background ------------------------------------------------------------------------
     @property

@@ -82,17 +82,18 @@ def upsert(
         return int(new[0]), "created"
     fact_id, old_value, old_source, valid_from = row
     if old_value == value:
-        store.execute(
-            "UPDATE facts SET source = ?, updated_at = ? WHERE id = ?", [source, now, fact_id]
+        store.fetchall(
+            "UPDATE facts SET source = ?, updated_at = ? WHERE id = ? RETURNING id",
+            [source, now, fact_id],
         )
         return int(fact_id), "unchanged"
     store.execute(
         "INSERT INTO fact_history VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [fact_id, namespace, category, key, old_value, old_source, valid_from, now],
     )
-    store.execute(
+    store.fetchall(  # RETURNING: a concurrent clash raises instead of being dropped
         "UPDATE facts SET value = ?, source = ?, updated_at = ?, embedding = NULL,"
-        " embedding_model = NULL WHERE id = ?",
+        " embedding_model = NULL WHERE id = ? RETURNING id",
         [value, source, now, fact_id],
     )
     return int(fact_id), "updated"

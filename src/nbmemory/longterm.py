@@ -294,10 +294,14 @@ class LongTermMixin(FactsMixin, MacrosMixin, PrefixesMixin, SchedulerMixin, Cons
             sets.append("metadata = ?")
             params.append(meta_json)
             changed.append("metadata")
-        self.store.execute(
-            f"UPDATE events SET {', '.join(sets)} WHERE id = ? AND namespace = ?",
+        # RETURNING: DuckDB then reports a clash with the embedding worker (and the
+        # store retries) instead of silently dropping the update
+        rows = self.store.fetchall(
+            f"UPDATE events SET {', '.join(sets)} WHERE id = ? AND namespace = ? RETURNING id",
             [*params, id, ns],
         )
+        if not rows:  # deleted meanwhile
+            raise MemoryNotFound(id, ns)
         self.working.forget_ids([id])
         if reembed and self.worker is not None:
             self.worker.submit([(id, content)])

@@ -1,0 +1,269 @@
+"""Consolidation: old messages -> summaries + facts, never losing events when it fails."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from nbmemory import InvalidInput, Memory
+from nbmemory import facts as fx
+from nbmemory.consolidation import Summary, extractive_summary
+
+NOW = dt.datetime(2024, 5, 8, 12, 0)
+OLD = NOW - dt.timedelta(hours=10)
+
+CONVERSATION = [
+    ("user", "Hi! My name is John and I love TypeScript."),
+    ("assistant", "Nice to meet you, John. TypeScript is a great language."),
+    ("user", "I live in Lisbon. I work at Acme Robotics."),
+    ("assistant", "Lisbon is lovely. What does Acme Robotics build?"),
+    ("user", "Warehouse robots. We are migrating the robot fleet software to TypeScript."),
+]
+
+
+def _seed(mem, session="s1", start=OLD, rows=CONVERSATION):
+    ids = []
+    for i, (role, text) in enumerate(rows):
+        event = mem.add_event(session, role, text, created_at=start + dt.timedelta(minutes=i))
+        ids.append(event.id)
+    return ids
+
+
+def _unconsolidated(mem):
+    return mem.store.fetchone(
+        "SELECT count(*) FROM events WHERE kind = 'message' AND consolidated_at IS NULL"
+    )[0]
+
+
+def _summaries(mem):
+    return mem.events(kind="summary")
+
+
+def test_failing_summarizer_leaves_every_event_unconsolidated_and_retries(mem):
+    _seed(mem, "s1")
+    _seed(mem, "s2")
+    calls = []
+
+    def broken(events):
+        calls.append(len(events))
+        raise TimeoutError("LLM unreachable")
+
+    report = mem.consolidate(summarizer=broken, now=NOW)
+    assert calls == [5, 5]
+    assert set(report.failures) == {"s1", "s2"}
+    assert "LLM unreachable" in report.failures["s1"]
+    assert report.consolidated == 0 and not report.ok
+    assert _unconsolidated(mem) == 10
+    assert _summaries(mem).empty
+    assert mem.facts().empty
+    # next run (a working summarizer) picks every one of them up
+    report = mem.consolidate(now=NOW + dt.timedelta(hours=6))
+    assert report.ok and report.consolidated == 10
+    assert _unconsolidated(mem) == 0
+    assert len(_summaries(mem)) == 2
+
+
+def test_successful_consolidation_writes_summaries_and_facts(mem):
+    ids = _seed(mem)
+    report = mem.consolidate(now=NOW)
+    assert report.sessions == ["s1"] and report.consolidated == 5
+    summary = mem.get_memory(report.summary_ids[0])
+    assert summary.kind == "summary"
+    assert summary.session_id == "s1"
+    assert summary.importance == pytest.approx(0.9)
+    assert summary.metadata["source_ids"] == ids
+    assert summary.metadata["summarizer"] == "extractive_summary"
+    assert "TypeScript" in summary.content
+    stored = mem.events(session_id="s1", kind="message")
+    assert stored["consolidated_at"].notna().all()
+    facts = {(r.category, r.key): (r.value, r.source) for r in mem.facts().itertuples()}
+    assert facts[("user", "name")] == ("John", "consolidation")
+    assert facts[("user", "location")][0] == "Lisbon"
+    assert facts[("user", "employer")][0] == "Acme Robotics"
+    assert facts[("preference", "typescript")][0] == "loves TypeScript"
+    assert len(mem.audit_log(action="consolidate")) == 1
+    # a second run finds nothing new
+    again = mem.consolidate(now=NOW)
+    assert again.consolidated == 0 and again.summary_ids == []
+
+
+def test_recent_events_and_non_messages_are_left_alone(mem):
+    _seed(mem, "old")
+    _seed(mem, "fresh", start=NOW - dt.timedelta(hours=1))
+    mem.add_memory("a memory, not a message")
+    report = mem.consolidate(now=NOW)
+    assert report.sessions == ["old"]
+    assert _unconsolidated(mem) == 5
+    assert mem.consolidate(now=NOW, older_than_hours=0).sessions == ["fresh"]
+    assert mem.store.fetchone(
+        "SELECT count(*) FROM events WHERE kind <> 'message' AND consolidated_at IS NOT NULL"
+    ) == (0,)
+
+
+def test_summaries_join_get_context_and_originals_stay_queryable(mem):
+    ids = _seed(mem)
+    for i in range(12):  # newer chatter pushes the old turns out of recency
+        mem.add_event("s1", "user", f"filler message {i}", created_at=NOW + dt.timedelta(minutes=i))
+    report = mem.consolidate(now=NOW + dt.timedelta(minutes=30))
+    mem.flush()
+    context = mem.get_context("s1")
+    assert report.summary_ids[0] in context.ids
+    assert "salience" in next(i for i in context if i.id == report.summary_ids[0]).strategies
+    hits = mem.search("Acme Robotics warehouse", limit=10)
+    assert ids[2] in set(hits["id"])
+    assert mem.get_event(ids[0]).content == CONVERSATION[0][1]
+
+
+def test_a_failing_later_chunk_keeps_order_and_retries(mem):
+    _seed(mem)
+    seen = []
+
+    def flaky(events):
+        seen.append([e["content"] for e in events])
+        if len(seen) == 2:
+            raise RuntimeError("rate limited")
+        return Summary(f"summary of {len(events)}", [("topic", f"chunk{len(seen)}", "x")])
+
+    report = mem.consolidate(summarizer=flaky, now=NOW, chunk_size=2)
+    assert report.consolidated == 2 and "rate limited" in report.failures["s1"]
+    assert len(seen) == 2  # the third chunk waits for the second
+    assert _unconsolidated(mem) == 3
+    report = mem.consolidate(summarizer=flaky, now=NOW, chunk_size=2)
+    assert report.ok and report.consolidated == 3
+    assert _unconsolidated(mem) == 0
+    assert list(mem.facts("topic")["source"]) == ["consolidation"] * 3
+
+
+@pytest.mark.parametrize(
+    "result",
+    [None, "", "   ", 42, {"facts": []}, {"summary": "ok", "facts": [("", "k", "v")]}],
+)
+def test_unusable_summaries_count_as_failures(mem, result):
+    _seed(mem)
+    report = mem.consolidate(summarizer=lambda events: result, now=NOW)
+    assert "s1" in report.failures
+    assert _unconsolidated(mem) == 5
+    assert _summaries(mem).empty
+
+
+def test_dict_summaries_with_facts(mem):
+    _seed(mem)
+
+    def llm(events):
+        return {
+            "summary": "John, a TypeScript fan from Lisbon, works at Acme Robotics.",
+            "facts": [{"category": "user", "key": "name", "value": "John"}],
+        }
+
+    mem.set_fact("user", "name", "Jon", source="user")
+    report = mem.consolidate(summarizer=llm, now=NOW)
+    assert report.facts == 1
+    assert mem.get_fact("user", "name")["value"] == "John"
+    assert list(mem.fact_history("user", "name")["value"]) == ["Jon"]
+    summaries = _summaries(mem)
+    assert summaries["content"].tolist() == [
+        "John, a TypeScript fan from Lisbon, works at Acme Robotics."
+    ]
+
+
+def test_a_failure_while_storing_rolls_back_the_summary(mem, monkeypatch):
+    _seed(mem)
+
+    def broken_upsert(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(fx, "upsert", broken_upsert)
+    with pytest.raises(RuntimeError, match="disk full"):
+        mem.consolidate(now=NOW)
+    assert _summaries(mem).empty
+    assert _unconsolidated(mem) == 5
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"older_than_hours": -1}, "older_than_hours"),
+        ({"older_than_hours": "6"}, "older_than_hours"),
+        ({"chunk_size": 0}, "chunk_size"),
+        ({"summary_importance": 1.5}, "summary_importance"),
+        ({"summarizer": "gpt"}, "summarizer"),
+        ({"now": "noonish"}, "now"),
+        ({"session_id": ""}, "session_id"),
+    ],
+)
+def test_consolidate_bad_inputs(mem, kwargs, message):
+    with pytest.raises(InvalidInput, match=message):
+        mem.consolidate(**kwargs)
+
+
+def test_extractive_summary_keeps_central_sentences_in_order():
+    events = [
+        {"role": "user", "content": text, "created_at": OLD + dt.timedelta(minutes=i)}
+        for i, (_, text) in enumerate(CONVERSATION)
+    ]
+    summary = extractive_summary(events, max_sentences=3)
+    lines = summary.text.splitlines()
+    assert lines[0].startswith("Summary of 5 events (2024-05-08 02:00 to 2024-05-08 02:04)")
+    assert len(lines) == 4
+    positions = [
+        next(i for i, e in enumerate(events) if line[8:] in e["content"]) for line in lines[1:]
+    ]
+    assert positions == sorted(positions)
+    assert any("TypeScript" in line for line in lines[1:])
+    with pytest.raises(ValueError):
+        extractive_summary([{"role": "user", "content": "  "}])
+
+
+def test_background_consolidation_runs_on_trigger_and_stops_on_close(store_path):
+    called = threading.Event()
+
+    def summarizer(events):
+        called.set()
+        return "background summary"
+
+    mem = Memory(store_path, embedder="hash")
+    _seed(mem)
+    consolidator = mem.start_consolidation(summarizer=summarizer, interval_hours=1000)
+    with pytest.raises(InvalidInput, match="already running"):
+        mem.start_consolidation()
+    assert consolidator.runs == 0
+    assert consolidator.wait_for_run(consolidator.trigger(), timeout=30)
+    assert called.is_set()
+    assert consolidator.last_error is None
+    assert consolidator.last_report.consolidated == 5
+    assert _summaries(mem)["content"].tolist() == ["background summary"]
+    mem.close()
+    assert not consolidator.alive
+    assert mem.consolidator is None
+
+
+def test_stop_and_restart_consolidation(mem):
+    with pytest.raises(InvalidInput, match="interval_hours"):
+        mem.start_consolidation(interval_hours=0)
+    first = mem.start_consolidation(interval_hours=1000)
+    assert mem.stop_consolidation() is True
+    assert not first.alive
+    assert mem.stop_consolidation() is False
+    second = mem.start_consolidation(interval_hours=1000)
+    assert second.alive and mem.consolidator is second
+
+
+def test_running_consolidation_never_blocks_interpreter_exit(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        from nbmemory import Memory
+        mem = Memory({str(tmp_path / "exit.duckdb")!r}, embedder="hash")
+        mem.start_consolidation(interval_hours=1000)
+        print("started", flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "started"
