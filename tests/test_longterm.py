@@ -352,3 +352,19 @@ def test_memories_survive_reopen(store_path):
         assert m.get_memory(kept.id).metadata == {"k": 1}
         hits = m.search_memories_by_similarity("persistent memory about TypeScript")
         assert list(hits["id"]) == [kept.id]
+
+
+def test_seed_example_with_the_real_model(store_path, real_embedder):
+    """Seed 004's walk-through: the agent recalls the user's language and name."""
+    with Memory(store_path, embedder=real_embedder) as m:
+        john = m.remember_conversation("My name is John and I love TypeScript", "user")
+        m.add_memory("Important project information: Budget is $50k", {"type": "project"})
+        m.add_memory("User prefers dark mode", {"type": "preference"})
+        m.flush()
+        top = m.search_memories("What programming language do I like?", limit=1)
+        assert list(top["id"]) == [john.id]
+        hits = m.search_memories_by_similarity("project budget", similarity_threshold=0.3)
+        assert hits["content"].iloc[0].startswith("Important project information")
+        assert (hits["similarity"] >= 0.3).all()
+        assert ((hits["distance_score"] > 0) & (hits["distance_score"] <= 1)).all()
+        assert m.search_memories_by_similarity("quantum chromodynamics lecture").empty
