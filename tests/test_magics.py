@@ -454,6 +454,58 @@ def test_memory_flush_and_close(ip, magics, capsys):
     assert run(ip, "%recall embedded")["content"].tolist() == ["embedded soon"]
 
 
+def test_memory_sessions(ip, magics):
+    remember_conversation(ip)
+    run(ip, "%%remember --session 'second chat'\nhello again")
+    run(ip, "%%remember --namespace elsewhere --session hidden\nnot here")
+    sessions = run(ip, "%memory sessions")
+    assert isinstance(sessions, pd.DataFrame)
+    counts = dict(zip(sessions["session_id"], sessions["events"], strict=True))
+    assert counts == {"notebook": 4, "second chat": 1}
+    assert set(run(ip, "%memory sessions --namespace elsewhere")["session_id"]) == {"hidden"}
+    assert set(run(ip, "%memory sessions --all")["session_id"]) == {
+        "notebook",
+        "second chat",
+        "hidden",
+    }
+
+
+def test_memory_facts(ip, magics):
+    assert run(ip, "%memory facts").empty
+    magics.memory.set_fact("preferences", "language", "TypeScript")
+    magics.memory.set_fact("project", "budget", "50k")
+    facts = run(ip, "%memory facts")
+    assert isinstance(facts, pd.DataFrame)
+    assert facts[["category", "key", "value"]].values.tolist() == [
+        ["preferences", "language", "TypeScript"],
+        ["project", "budget", "50k"],
+    ]
+    only = run(ip, "%memory facts --category project")
+    assert only["value"].tolist() == ["50k"]
+
+
+def test_memory_export_and_import_round_trip(ip, magics, tmp_path):
+    events = remember_conversation(ip)
+    run(ip, "%%remember --session other\nnot exported")
+    target = tmp_path / "one session.json"
+    summary = run(ip, f"%memory export '{target}' --session notebook")
+    assert target.exists() and isinstance(summary, dict)
+    run(ip, "%memory forget --all")
+    assert magics.memory.events().empty
+    result = run(ip, f'%memory import "{target}"')
+    assert result["events_added"] == 4
+    restored = magics.memory.events()
+    assert sorted(restored["id"]) == sorted(e.id for e in events)
+    assert run(ip, f'%memory import "{target}"')["events_added"] == 0
+    moved = run(ip, f'%memory import "{target}" --namespace archive')
+    assert moved["events_added"] == 4
+    assert len(magics.memory.events(namespace="archive")) == 4
+    with pytest.raises(UsageError):
+        run(ip, f"%memory import '{tmp_path / 'missing.json'}'")
+    with pytest.raises(UsageError):
+        run(ip, f"%memory export '{tmp_path / 'no' / 'dir.json'}'")
+
+
 @pytest.mark.parametrize(
     "command", ["status", "sessions", "facts", "forget", "export", "import", "flush", "close"]
 )

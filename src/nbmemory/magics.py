@@ -237,7 +237,8 @@ _STATUS = _SUB.add_parser(
     description="Path, model, counts per namespace, session and kind, embedding backlog.",
 )
 _SESSIONS = _SUB.add_parser("sessions", help="sessions as a DataFrame")
-_SESSIONS.add_argument("--namespace", help="only this namespace (default: all)")
+_SESSIONS.add_argument("--namespace", help="this namespace (default: MemoryMagics.namespace)")
+_SESSIONS.add_argument("--all", action="store_true", help="sessions of every namespace")
 _FACTS = _SUB.add_parser("facts", help="long-term facts as a DataFrame")
 _FACTS.add_argument("--category", help="only this category")
 _FORGET = _SUB.add_parser(
@@ -630,7 +631,7 @@ class MemoryMagics(Magics):
         return MemoryStatus(self.memory.status())
 
     def _memory_sessions(self, args: argparse.Namespace) -> pd.DataFrame:
-        return self.memory.sessions(namespace=args.namespace)
+        return self.memory.sessions(namespace=args.namespace, all_namespaces=args.all)
 
     def _memory_facts(self, args: argparse.Namespace) -> pd.DataFrame:
         return self.memory.facts(category=args.category)
