@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .research_cli import add_commands as add_research_commands  # eval, import-sqlite
 
     add_research_commands(sub)
+
+    from .ipython_config import add_command as add_ipython_config_command
+
+    add_ipython_config_command(sub)  # install-ipython-config
     return parser
 
 
