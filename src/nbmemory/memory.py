@@ -416,9 +416,29 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         if cached is not None:
             self._query_cache.move_to_end(text)
             return cached
-        vectors = np.asarray(self.embedder.embed([text]), dtype=np.float32)
-        if vectors.shape[0] != 1 or not np.isfinite(vectors).all():
-            raise EmbedderError(f"the embedder returned an unusable vector for the query {text!r}")
+        shown = text if len(text) <= 80 else text[:80] + "…"
+        try:
+            vectors = np.asarray(self.embedder.embed([text]), dtype=np.float32)
+        except Exception as exc:  # a broken model is an EmbedderError, not a raw traceback
+            raise EmbedderError(
+                f"the embedding model failed on the query {shown!r}: "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from exc
+        expected = self.worker.dim if self.worker is not None else None
+        problem = None
+        if vectors.ndim != 2 or vectors.shape[0] != 1:
+            problem = f"shape {vectors.shape} instead of one vector"
+        elif not np.isfinite(vectors).all():
+            problem = "NaN or infinite values"
+        elif not np.any(vectors):
+            problem = "the zero vector"
+        elif expected is not None and vectors.shape[1] != expected:
+            problem = f"{vectors.shape[1]} dimensions, stored vectors have {expected}"
+        if problem:
+            raise EmbedderError(
+                f"the embedder returned an unusable vector for the query {shown!r} ({problem}); "
+                "check the model, or retry"
+            )
         vector = vectors[0]
         self._query_cache[text] = vector
         if len(self._query_cache) > 256:
