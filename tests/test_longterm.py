@@ -368,3 +368,51 @@ def test_seed_example_with_the_real_model(store_path, real_embedder):
         assert (hits["similarity"] >= 0.3).all()
         assert ((hits["distance_score"] > 0) & (hits["distance_score"] <= 1)).all()
         assert m.search_memories_by_similarity("quantum chromodynamics lecture").empty
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        (("",), {}, "content"),
+        ((None,), {}, "content"),
+        ((42,), {}, "content"),
+        (("ok", ["not", "a", "dict"]), {}, "metadata"),
+        (("ok", {"f": object()}), {}, "JSON"),
+        (("ok",), {"graph_id": 5}, "graph_id"),
+        (("ok",), {"task_id": ""}, "task_id"),
+        (("ok",), {"session_id": "  "}, "session_id"),
+        (("ok",), {"importance": 1.5}, "importance"),
+        (("ok",), {"importance": "high"}, "importance"),
+        (("ok",), {"namespace": ""}, "namespace"),
+    ],
+)
+def test_add_memory_bad_inputs(mem, args, kwargs, message):
+    with pytest.raises(InvalidInput, match=message):
+        mem.add_memory(*args, **kwargs)
+    assert mem.list_memories().empty
+
+
+def test_remember_conversation_bad_inputs(mem):
+    with pytest.raises(InvalidInput, match="role"):
+        mem.remember_conversation("hi", None)
+    with pytest.raises(InvalidInput, match="metadata"):
+        mem.remember_conversation("hi", "user", metadata="x")
+    with pytest.raises(InvalidInput, match="content"):
+        mem.remember_conversation("", "user")
+    assert mem.list_memories().empty
+
+
+def test_closed_memory_refuses_every_method(store_path):
+    m = Memory(store_path, embedder="hash")
+    kept = m.add_memory("x")
+    m.close()
+    for call in (
+        lambda: m.add_memory("y"),
+        lambda: m.get_memory(kept.id),
+        lambda: m.search_memories("x"),
+        lambda: m.list_memories(),
+        lambda: m.delete_memory(kept.id),
+        lambda: m.clear_memories(),
+    ):
+        with pytest.raises(InvalidInput, match="closed"):
+            call()

@@ -222,3 +222,16 @@ def test_tasks_survive_reopen(store_path):
         again = m.get_task(task["id"])
         assert again["is_trusted"] is True
         assert again["next_run_at"] == task["next_run_at"]
+
+
+def test_task_methods_with_unknown_ids_and_bad_clocks(mem):
+    for call in (mem.pause_task, mem.resume_task, mem.get_task):
+        with pytest.raises(InvalidInput, match="no scheduled task"):
+            call("missing")
+    assert mem.delete_task("missing") is False
+    with pytest.raises(InvalidInput, match="now"):
+        mem.due_tasks("tomorrow-ish")
+    with pytest.raises(InvalidInput, match="now"):
+        mem.run_due(print, now=12)
+    with pytest.raises(InvalidInput, match="task_id"):
+        mem.delete_task(7)
