@@ -416,3 +416,23 @@ def test_closed_memory_refuses_every_method(store_path):
     ):
         with pytest.raises(InvalidInput, match="closed"):
             call()
+
+
+def test_long_term_methods_work_in_shared_mode(store_path):
+    """shared=True opens the file per operation; multi-statement methods must hold it."""
+    with Memory(store_path, embedder="hash", shared=True) as m:
+        kept = m.add_memory("shared memory about budgets", session_id="s")
+        m.flush()
+        assert list(m.search_memories_by_similarity("shared memory about budgets")["id"]) == [
+            kept.id
+        ]
+        m.set_fact("user", "city", "Lisbon")
+        m.set_fact("user", "city", "Porto")
+        assert list(m.relevant_facts("user city Porto", limit=1)["value"]) == ["Porto"]
+        assert list(m.fact_history()["value"]) == ["Lisbon"]
+        m.add_event("s", "user", "My name is Ana", created_at=dt.datetime(2020, 1, 1))
+        assert m.consolidate().consolidated == 1
+        assert m.update_memory(kept.id, content="changed").content == "changed"
+    with Memory(store_path, embedder="hash", shared=True) as m:
+        assert m.get_fact("user", "name")["value"] == "Ana"
+        assert len(m.list_memories(filters={"kind": "summary"})) == 1

@@ -1,9 +1,10 @@
 """terminal_allowed_prefixes (seed 000): command prefixes a person allowed "always".
 
 A command is allowed when it starts with an allowed prefix at a word boundary
-(``"git status"`` allows ``"git status --short"``, not ``"git statusx"``) and adds
-no shell control operator the prefix itself lacks: ``"git status; rm -rf ~"``
-is refused even though it starts with an allowed prefix.  The table is global
+(``"git status"`` allows ``"git status --short"``, not ``"git statusx"``), is one
+line, and has no shell control operator (``;``, ``&``, ``|``, backquote, ``$(``,
+``<``, ``>``) after the prefix: ``"git status; rm -rf ~"`` is refused even though
+it starts with an allowed prefix.  The table is global
 to the store (seed 000 has no namespace for it).
 """
 
