@@ -233,6 +233,7 @@ def test_namespaces_are_isolated(mem):
 def test_working_memory_serves_recency_without_sql(mem):
     for i in range(60):
         mem.add_event("s1", "user", f"message {i}")
+    mem.flush()  # the embedding worker's own statements are not part of the read
     before = mem.store.statements_run
     recent = mem.recent("s1", limit=10)
     assert mem.store.statements_run == before  # no statement ran

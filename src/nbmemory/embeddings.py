@@ -245,6 +245,7 @@ class EmbeddingWorker:
         batch_size: int = 64,
         on_written: Callable[[list[str], np.ndarray], None] | None = None,
         dim: int | None = None,
+        linger: float = 0.05,
     ) -> None:
         self.embedder = embedder
         self.write_vectors = write_vectors
@@ -253,6 +254,8 @@ class EmbeddingWorker:
         self.batch_size = batch_size
         #: Expected vector dimension; learnt from the first good batch when None.
         self.dim = dim
+        #: Seconds to wait for a batch to fill once a text arrives (0 = embed at once).
+        self.linger = linger
         self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._idle = threading.Condition()
         self._pending = 0
@@ -305,9 +308,18 @@ class EmbeddingWorker:
         if first is None:
             return None
         batch = [first]
+        # Linger briefly for more texts: a stream of add_event calls is embedded in
+        # full batches instead of one model call (and one UPDATE) per event, which
+        # keeps the worker off the GIL and the caller's add_event fast.
+        deadline = time.monotonic() + self.linger
         while len(batch) < self.batch_size:
+            remaining = deadline - time.monotonic()
             try:
-                item = self._queue.get_nowait()
+                item = (
+                    self._queue.get(timeout=remaining)
+                    if remaining > 0
+                    else self._queue.get_nowait()
+                )
             except queue.Empty:
                 break
             if item is None:

@@ -242,7 +242,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
             task_id=task_id,
         )
         row["content"], redacted = self._prepare_content(row["content"])
-        self.store.insert_events(ev.rows_to_arrow([row]))
+        self.store.insert_event(row)
         details: dict[str, Any] = {"session_id": row["session_id"]}
         if redacted:
             details["redacted"] = redacted
@@ -640,15 +640,11 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         self._check_open()
         ids = [ids] if isinstance(ids, str) else [ev.check_name(i, "id") for i in ids]
         ns = self._ns(namespace)
-        rows = self.store.fetchall(
-            "DELETE FROM events WHERE namespace = ? AND id IN (SELECT unnest(?::VARCHAR[]))"
-            " RETURNING id",
-            [ns, ids],
-        )
+        deleted = self.store.delete_events(ids, ns)
         self.working.forget_ids(ids)
-        if rows:
-            self._audit("delete", [r[0] for r in rows], ns)
-        return len(rows)
+        if deleted:
+            self._audit("delete", deleted, ns)
+        return len(deleted)
 
     # -- reporting ---------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

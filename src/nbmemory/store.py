@@ -9,6 +9,8 @@ result keeps the connection busy, see DESIGN.md "Traps").
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import os
 import re
 import threading
@@ -20,8 +22,10 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import InvalidInput, StoreError, StoreLocked
+from .vector_index import VectorIndex
 
 SCHEMA_VERSION = 1
 
@@ -197,6 +201,13 @@ _LEGACY_RENAMED = "messages_migrated"
 
 _PID_RE = re.compile(r"PID (\d+)")
 
+#: Statements that may change which vectors ``events`` holds (see vector_index.py).
+_MUTATES_VECTORS = re.compile(
+    r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|ALTER\s+TABLE|DROP\s+TABLE|TRUNCATE)"
+    r"(?:\s+IF\s+EXISTS)?\s+(?:main\.)?events\b",
+    re.IGNORECASE,
+)
+
 
 def _utc_timestamp_sql(column: str, column_type: str) -> str:
     """SQL turning a legacy RFC3339 text (or timestamp) column into a UTC TIMESTAMP."""
@@ -213,9 +224,18 @@ class Store:
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = str(path)
         self.read_only = read_only
+        #: Held by transactions (and callers needing a read-modify-write to be atomic).
         self._lock = threading.RLock()
         #: Number of statements run; tests use it to prove a read touched no SQL.
         self.statements_run = 0
+        #: Bumped by every statement that may change stored vectors (see vector_index.py).
+        self.vectors_version = 0
+        self._version_lock = threading.Lock()
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._indexes: dict[str, VectorIndex] = {}
+        #: Answer unfiltered similarity searches from the in-memory index (exact).
+        self.use_index = True
         self.con = self._connect()
         self.migrated_messages = 0
         if not read_only:
@@ -265,6 +285,11 @@ class Store:
         """Close the connection (idempotent)."""
         with self._lock:
             if self.con is not None:
+                for cursor in self._cursors:
+                    with contextlib.suppress(duckdb.Error):
+                        cursor.close()
+                self._cursors.clear()
+                self._indexes.clear()
                 self.con.close()
                 self.con = None  # type: ignore[assignment]
 
@@ -274,23 +299,62 @@ class Store:
 
     # -- statement helpers -------------------------------------------------------------
     def _cursor(self) -> duckdb.DuckDBPyConnection:
-        if self.con is None:
+        """This thread's cursor: threads run statements side by side (DuckDB's MVCC)."""
+        con = self.con
+        if con is None:
             raise StoreError("this store is closed; open a new Memory(path)")
-        return self.con
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None or getattr(self._local, "con", None) is not con:
+            with self._lock:
+                cursor = con.cursor()
+                self._cursors.append(cursor)
+            self._local.cursor = cursor
+            self._local.con = con
+        return cursor
+
+    def _run(self, sql: str, params: Any, fetch: str) -> Any:
+        """Run one statement on this thread's cursor and fetch its result whole."""
+        self.statements_run += 1
+        if _MUTATES_VECTORS.match(sql):
+            with self._version_lock:
+                try:
+                    return self._retrying(sql, params, fetch)
+                finally:
+                    self.vectors_version += 1
+                    if getattr(self._local, "in_transaction", False):
+                        self._local.dirty = True
+        return self._retrying(sql, params, fetch)
+
+    def _retrying(self, sql: str, params: Any, fetch: str) -> Any:
+        """Execute; a write-write conflict with another thread is retried (outside transactions)."""
+        attempts = 1 if getattr(self._local, "in_transaction", False) else 5
+        for attempt in range(attempts):
+            try:
+                return self._fetch(self._cursor().execute(sql, params or []), fetch)
+            except duckdb.TransactionException:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _fetch(cursor: duckdb.DuckDBPyConnection, fetch: str) -> Any:
+        if fetch == "df":
+            return cursor.df()
+        rows = cursor.fetchall()
+        if fetch == "records":
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in rows]
+        return rows
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> None:
         """Run one parameterised statement, discarding any result."""
-        with self._lock:
-            self.statements_run += 1
-            self._cursor().execute(sql, params or []).fetchall()
+        self._run(sql, params, "rows")
 
     def fetchall(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> list[tuple]:
         """Run one parameterised statement and return every row."""
-        with self._lock:
-            self.statements_run += 1
-            return self._cursor().execute(sql, params or []).fetchall()
+        return self._run(sql, params, "rows")
 
     def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         rows = self.fetchall(sql, params)
@@ -298,34 +362,35 @@ class Store:
 
     def df(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
         """Run one parameterised statement and return a pandas DataFrame."""
-        with self._lock:
-            self.statements_run += 1
-            return self._cursor().execute(sql, params or []).df()
+        return self._run(sql, params, "df")
 
     def records(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> list[dict[str, Any]]:
         """Rows as dicts (column name -> Python value)."""
-        with self._lock:
-            self.statements_run += 1
-            cur = self._cursor().execute(sql, params or [])
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        return self._run(sql, params, "records")
 
     def insert_arrow(self, table_name: str, data: pa.Table) -> None:
         """Bulk insert through Arrow: ``INSERT INTO t BY NAME SELECT * FROM data``."""
         if table_name not in _INSERTABLE:
             raise ValueError(f"not an nbmemory table: {table_name}")
-        with self._lock:
-            self.statements_run += 1
-            cur = self._cursor()
-            cur.register("_nbmemory_insert", data)
-            try:
-                cur.execute(
-                    f"INSERT INTO {table_name} BY NAME SELECT * FROM _nbmemory_insert"
-                ).fetchall()
-            finally:
-                cur.unregister("_nbmemory_insert")
+        carries_vectors = (
+            table_name == "events"
+            and "embedding" in data.column_names
+            and data.column("embedding").null_count < data.num_rows
+        )
+        cur = self._cursor()
+        view = f"_nbmemory_insert_{threading.get_ident()}"
+        cur.register(view, data)
+        try:
+            sql = f"INSERT INTO {table_name} BY NAME SELECT * FROM {view}"
+            if carries_vectors:
+                self.execute(sql)  # counted as a vector change
+            else:
+                self.statements_run += 1
+                cur.execute(sql).fetchall()
+        finally:
+            cur.unregister(view)
 
     def transaction(self) -> _Transaction:
         """``with store.transaction(): ...`` runs statements atomically under the lock."""
@@ -422,7 +487,23 @@ class Store:
 
     # -- events ------------------------------------------------------------------------
     def insert_events(self, rows: pa.Table) -> None:
+        """Bulk insert (Arrow)."""
         self.insert_arrow("events", rows)
+
+    def insert_event(self, row: dict[str, Any]) -> None:
+        """Insert one event without a vector: a plain parameterised INSERT, the
+        cheapest single-row write (registering an Arrow view costs more).
+
+        Timestamps travel as epoch microseconds (``make_timestamp(?)``): binding a
+        datetime parameter into a TIMESTAMP column costs ~3 ms in DuckDB 2.0,
+        the integer ~0.1 ms.
+        """
+        values = [
+            to_epoch_us(row.get(column)) if column in _TIMESTAMP_COLUMNS else row.get(column)
+            for column in _SINGLE_INSERT_COLUMNS
+        ]
+        self.statements_run += 1
+        self._retrying(_SINGLE_INSERT_SQL, values, "rows")
 
     def events(
         self,
@@ -477,7 +558,10 @@ class Store:
         return [(row[0], row[1]) for row in self.fetchall(sql, params)]
 
     def write_embeddings(self, ids: Sequence[str], vectors: np.ndarray, model: str) -> None:
-        """Store vectors (one row per id) for ``model``; clears any earlier error."""
+        """Store vectors (one row per id) for ``model``; clears any earlier error.
+
+        The in-memory index of ``model`` is updated in step (no rebuild needed).
+        """
         if not len(ids):
             return
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -489,18 +573,40 @@ class Store:
                 ).cast(pa.list_(pa.float32())),
             }
         )
-        with self._lock:
-            self.statements_run += 1
-            cur = self._cursor()
-            cur.register("_nbmemory_vectors", data)
-            try:
-                cur.execute(
+        cur = self._cursor()
+        view = f"_nbmemory_vectors_{threading.get_ident()}"
+        cur.register(view, data)
+        try:
+            with self._version_lock:
+                before = self.vectors_version
+                self.statements_run += 1
+                written = self._retrying(
                     "UPDATE events SET embedding = v.embedding, embedding_model = ?,"
-                    " embedding_error = NULL FROM _nbmemory_vectors v WHERE events.id = v.id",
+                    f" embedding_error = NULL FROM {view} v WHERE events.id = v.id"
+                    " RETURNING events.id, events.namespace",
                     [model],
-                ).fetchall()
-            finally:
-                cur.unregister("_nbmemory_vectors")
+                    "rows",
+                )
+                self.vectors_version += 1
+                after = self.vectors_version
+        finally:
+            cur.unregister(view)
+        index = self._indexes.get(model)
+        if index is not None and written:
+            row_of = {event_id: i for i, event_id in enumerate(ids)}
+            chosen = [row_of[event_id] for event_id, _ in written]
+            index.apply(
+                before,
+                after,
+                lambda: index.upsert(
+                    [event_id for event_id, _ in written],
+                    [ns for _, ns in written],
+                    vectors[chosen],
+                ),
+            )
+        for other_model, other in self._indexes.items():
+            if other_model != model:  # those rows may have left another model's index
+                other.apply(before, after, lambda o=other: o.remove(ids))
 
     def write_embedding_errors(self, errors: dict[str, str]) -> None:
         if not errors:
@@ -511,17 +617,63 @@ class Store:
                 "error": pa.array(list(errors.values()), pa.string()),
             }
         )
-        with self._lock:
-            self.statements_run += 1
-            cur = self._cursor()
-            cur.register("_nbmemory_errors", data)
-            try:
-                cur.execute(
+        cur = self._cursor()
+        view = f"_nbmemory_errors_{threading.get_ident()}"
+        cur.register(view, data)
+        try:
+            with self._version_lock:
+                before = self.vectors_version
+                self.statements_run += 1
+                self._retrying(
                     "UPDATE events SET embedding = NULL, embedding_error = e.error"
-                    " FROM _nbmemory_errors e WHERE events.id = e.id"
-                ).fetchall()
-            finally:
-                cur.unregister("_nbmemory_errors")
+                    f" FROM {view} e WHERE events.id = e.id",
+                    None,
+                    "rows",
+                )
+                self.vectors_version += 1
+                after = self.vectors_version
+        finally:
+            cur.unregister(view)
+        for index in self._indexes.values():
+            index.apply(before, after, lambda i=index: i.remove(errors))
+
+    # -- relevance ---------------------------------------------------------------------
+    def vector_index(self, model: str) -> VectorIndex:
+        """The in-memory index of ``model``, rebuilt from the table if it is behind."""
+        index = self._indexes.get(model)
+        if index is None:
+            index = self._indexes.setdefault(model, VectorIndex(model))
+        if index.version != self.vectors_version:
+            with index._lock:
+                if index.version != self.vectors_version:
+                    self._rebuild(index)
+        return index
+
+    def _rebuild(self, index: VectorIndex) -> None:
+        version = self.vectors_version  # read before the snapshot: later writes re-trigger
+        self.statements_run += 1
+        table = (
+            self._cursor()
+            .sql(
+                "SELECT id, namespace, embedding FROM events"
+                " WHERE embedding IS NOT NULL AND embedding_model = ?",
+                params=[index.model],
+            )
+            .to_arrow_table()
+        )
+        lists = table.column("embedding").combine_chunks()
+        lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+        dim = int(np.bincount(lengths).argmax()) if len(lengths) else (index.dim or 0)
+        keep = lengths == dim
+        if not keep.all():  # a stray vector of another size is never compared
+            mask = pa.array(keep)
+            table = table.filter(mask)
+            lists = table.column("embedding").combine_chunks()
+        flat = lists.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+        vectors = flat.reshape(-1, dim) if dim else np.zeros((0, 0), np.float32)
+        index.rebuild(
+            table.column("id").to_pylist(), table.column("namespace").to_pylist(), vectors, version
+        )
 
     def similarity_search(
         self,
@@ -537,11 +689,85 @@ class Store:
         until: Any = None,
         exclude_ids: Iterable[str] = (),
     ) -> pd.DataFrame:
-        """Exact cosine top-``limit`` in SQL (``list_cosine_similarity``), best first.
+        """Exact cosine top-``limit``, best first (``similarity`` column).
 
         Only vectors from ``model`` are compared.  ``threshold`` keeps hits with
-        similarity ``>= threshold`` (``> threshold`` when ``strict``).
+        similarity ``>= threshold`` (``> threshold`` when ``strict``).  Searches
+        scoped by namespace alone are answered from the in-memory index; with other
+        filters, DuckDB ranks with ``list_cosine_similarity``.  Both give the same
+        answer (tests/test_vector_index.py).
         """
+        if self.use_index and not filters and since is None and until is None:
+            return self._index_search(
+                vector,
+                model,
+                limit=limit,
+                namespace=namespace,
+                threshold=threshold,
+                strict=strict,
+                exclude_ids=exclude_ids,
+            )
+        return self.sql_similarity_search(
+            vector,
+            model,
+            limit=limit,
+            namespace=namespace,
+            threshold=threshold,
+            strict=strict,
+            filters=filters,
+            since=since,
+            until=until,
+            exclude_ids=exclude_ids,
+        )
+
+    def _index_search(
+        self,
+        vector: np.ndarray,
+        model: str,
+        *,
+        limit: int,
+        namespace: str | None,
+        threshold: float | None,
+        strict: bool,
+        exclude_ids: Iterable[str],
+    ) -> pd.DataFrame:
+        hits = self.vector_index(model).search(
+            vector,
+            limit,
+            namespace=namespace,
+            threshold=threshold,
+            strict=strict,
+            exclude_ids=exclude_ids,
+        )
+        columns = [*READ_COLUMNS, "similarity"]
+        if not hits:
+            return pd.DataFrame(columns=columns)
+        frame = self.df(
+            f"SELECT {', '.join(READ_COLUMNS)} FROM events WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+            [[event_id for event_id, _ in hits]],
+        )
+        similarity = dict(hits)
+        frame["similarity"] = frame["id"].map(similarity).astype("float64")
+        frame = frame.sort_values(
+            ["similarity", "created_at", "id"], ascending=[False, False, True], kind="stable"
+        )
+        return frame.head(limit).reset_index(drop=True)[columns]
+
+    def sql_similarity_search(
+        self,
+        vector: np.ndarray,
+        model: str,
+        *,
+        limit: int,
+        namespace: str | None,
+        threshold: float | None = None,
+        strict: bool = False,
+        filters: dict[str, Any] | None = None,
+        since: Any = None,
+        until: Any = None,
+        exclude_ids: Iterable[str] = (),
+    ) -> pd.DataFrame:
+        """The ranking in SQL with ``list_cosine_similarity`` (the reference path)."""
         clauses, params = where_clause(
             namespace=namespace, filters=filters, since=since, until=until
         )
@@ -572,14 +798,28 @@ class Store:
         hits = self.similarity_search(vector, model, limit=1, namespace=namespace, filters=filters)
         return None if hits.empty else float(hits["similarity"].iloc[0])
 
-    def delete_events(self, ids: Sequence[str]) -> int:
+    def delete_events(self, ids: Sequence[str], namespace: str | None = None) -> list[str]:
+        """Delete events by id (within ``namespace`` when given); returns the ids deleted."""
         if not ids:
-            return 0
-        rows = self.fetchall(
-            "DELETE FROM events WHERE id IN (SELECT unnest(?::VARCHAR[])) RETURNING id",
-            [list(ids)],
-        )
-        return len(rows)
+            return []
+        sql = "DELETE FROM events WHERE id IN (SELECT unnest(?::VARCHAR[]))"
+        params: list[Any] = [list(ids)]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            params.append(namespace)
+        with self._version_lock:
+            before = self.vectors_version
+            self.statements_run += 1
+            deleted = [
+                r[0] for r in self._cursor().execute(sql + " RETURNING id", params).fetchall()
+            ]
+            self.vectors_version += 1
+            after = self.vectors_version
+            if getattr(self._local, "in_transaction", False):
+                self._local.dirty = True
+        for index in self._indexes.values():
+            index.apply(before, after, lambda i=index: i.remove(deleted))
+        return deleted
 
     def counts(self) -> pd.DataFrame:
         """Events per namespace, session and kind, with the embedding backlog."""
@@ -592,6 +832,25 @@ class Store:
             " min(created_at) AS first_at, max(created_at) AS last_at"
             " FROM events GROUP BY ALL ORDER BY namespace, session_id, kind"
         )
+
+
+_TIMESTAMP_COLUMNS = frozenset({"created_at", "updated_at", "consolidated_at"})
+_SINGLE_INSERT_COLUMNS = tuple(c for c in EVENT_COLUMNS if c != "embedding")
+_SINGLE_INSERT_SQL = (
+    f"INSERT INTO events ({', '.join(_SINGLE_INSERT_COLUMNS)}) VALUES ("
+    + ", ".join(
+        "make_timestamp(?)" if c in _TIMESTAMP_COLUMNS else "?" for c in _SINGLE_INSERT_COLUMNS
+    )
+    + ")"
+)
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def to_epoch_us(value: dt.datetime | None) -> int | None:
+    """A naive UTC datetime as microseconds since the epoch (for ``make_timestamp``)."""
+    if value is None:
+        return None
+    return (value - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 _ORDERINGS = frozenset(
@@ -658,21 +917,36 @@ def where_clause(
 
 
 class _Transaction:
+    """BEGIN/COMMIT on this thread's cursor, holding the store lock throughout.
+
+    If a statement inside changed vectors, the version is bumped again after the
+    commit, so an index rebuilt from the pre-commit snapshot is seen as stale.
+    """
+
     def __init__(self, store: Store) -> None:
         self.store = store
 
     def __enter__(self) -> Store:
-        self.store._lock.acquire()
+        store = self.store
+        store._lock.acquire()
         try:
-            self.store._cursor().execute("BEGIN TRANSACTION")
+            store._cursor().execute("BEGIN TRANSACTION")
         except BaseException:
-            self.store._lock.release()
+            store._lock.release()
             raise
-        return self.store
+        store._local.in_transaction = True
+        store._local.dirty = False
+        return store
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        store = self.store
         try:
-            if self.store.con is not None:
-                self.store.con.execute("ROLLBACK" if exc_type else "COMMIT")
+            if store.con is not None:
+                store._cursor().execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
-            self.store._lock.release()
+            store._local.in_transaction = False
+            if getattr(store._local, "dirty", False):
+                with store._version_lock:
+                    store.vectors_version += 1
+            store._local.dirty = False
+            store._lock.release()

@@ -1,0 +1,183 @@
+"""The in-memory index gives the SQL path's answers, through inserts, deletes and updates."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import numpy as np
+import pytest
+
+from nbmemory import Memory
+from nbmemory.events import build_row, rows_to_arrow
+from nbmemory.vector_index import VectorIndex
+
+DIM = 32
+
+
+class RandomEmbedder:
+    """Random (but fixed per text) unit vectors: no ties, no structure."""
+
+    name = "test/random-32"
+    dim = DIM
+
+    def embed(self, texts):
+        out = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.blake2b(text.encode()).digest()[:8], "little")
+            out.append(np.random.default_rng(seed).standard_normal(DIM))
+        return np.asarray(out, dtype=np.float32)
+
+
+def both_paths(mem: Memory, query_vec, **kwargs):
+    fast = mem.store.similarity_search(query_vec, mem.model_name, **kwargs)
+    slow = mem.store.sql_similarity_search(query_vec, mem.model_name, **kwargs)
+    return fast, slow
+
+
+def assert_same(fast, slow):
+    assert fast["id"].tolist() == slow["id"].tolist()
+    assert np.allclose(fast["similarity"], slow["similarity"], atol=1e-5)
+    assert fast.columns.tolist() == slow.columns.tolist()
+
+
+def test_index_matches_sql_through_inserts_deletes_and_updates(store_path):
+    rng = np.random.default_rng(7)
+    with Memory(store_path, embedder=RandomEmbedder()) as mem:
+        for round_ in range(6):
+            rows = [
+                {
+                    "session_id": f"s{i % 3}",
+                    "role": "user",
+                    "content": f"round {round_} text {i} {rng.integers(1e9)}",
+                    "namespace": ["a", "b"][i % 2],
+                }
+                for i in range(150)
+            ]
+            mem.add_events(rows)
+            mem.flush()
+            events = mem.store.df("SELECT id FROM events")
+            doomed = rng.choice(events["id"].to_numpy(), size=20, replace=False).tolist()
+            mem.store.delete_events(doomed)
+            # a change the index is not told about: it must notice and rebuild
+            victim = mem.store.fetchone("SELECT id FROM events ORDER BY random() LIMIT 1")[0]
+            mem.store.execute(
+                "UPDATE events SET embedding = ?::FLOAT[] WHERE id = ?",
+                [rng.standard_normal(DIM).astype(np.float32).tolist(), victim],
+            )
+            for _ in range(5):
+                q = rng.standard_normal(DIM).astype(np.float32)
+                for kwargs in (
+                    {"limit": 10, "namespace": "a"},
+                    {"limit": 7, "namespace": "b", "threshold": 0.1},
+                    {"limit": 5, "namespace": "a", "threshold": 0.2, "strict": True},
+                    {"limit": 1000, "namespace": None},
+                    {"limit": 3, "namespace": "missing"},
+                ):
+                    assert_same(*both_paths(mem, q, **kwargs))
+            fast, slow = both_paths(mem, q, limit=8, namespace="a", exclude_ids=doomed[:5])
+            assert_same(fast, slow)
+
+
+def test_incremental_updates_avoid_rebuilds(store_path):
+    with Memory(store_path, embedder=RandomEmbedder()) as mem:
+        mem.add_events([{"session_id": "s", "role": "user", "content": f"t{i}"} for i in range(50)])
+        mem.flush()
+        mem.search("t1")
+        index = mem.store.vector_index(mem.model_name)
+        rebuilds = index.rebuilds
+        for i in range(20):
+            mem.add_event("s", "user", f"more {i}")
+        mem.flush()
+        first = mem.events()["id"].iloc[0]
+        mem.delete(first)
+        hits = mem.search("more 3", limit=100)
+        assert index.rebuilds == rebuilds  # kept in step without re-reading the table
+        assert len(hits) == 69 and first not in set(hits["id"])
+
+
+def test_index_stays_correct_with_a_concurrent_writer(store_path):
+    with Memory(store_path, embedder=RandomEmbedder()) as mem:
+        mem.add_events(
+            [{"session_id": "s", "role": "user", "content": f"x{i}"} for i in range(200)]
+        )
+        mem.flush()
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def writer() -> None:
+            try:
+                i = 0
+                while not stop.is_set():
+                    event = mem.add_event("w", "user", f"writer {i}")
+                    if i % 3 == 0:
+                        mem.delete(event.id)
+                    i += 1
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            rng = np.random.default_rng(1)
+            for _ in range(30):
+                q = rng.standard_normal(DIM).astype(np.float32)
+                fast = mem.store.similarity_search(q, mem.model_name, limit=10, namespace="default")
+                # every hit the index returns is a live row with that exact similarity
+                stored = mem.store.sql_similarity_search(
+                    q, mem.model_name, limit=10_000, namespace="default"
+                ).set_index("id")
+                for row in fast.itertuples():
+                    if row.id in stored.index:
+                        assert row.similarity == pytest.approx(
+                            stored.loc[row.id, "similarity"], abs=1e-5
+                        )
+        finally:
+            stop.set()
+            thread.join()
+        assert not errors
+        mem.flush()
+        q = np.random.default_rng(2).standard_normal(DIM).astype(np.float32)
+        assert_same(*both_paths(mem, q, limit=25, namespace="default"))
+
+
+def test_vectors_written_in_a_transaction_are_seen_after_commit(store_path):
+    with Memory(store_path, embedder=RandomEmbedder()) as mem:
+        mem.add_event("s", "user", "first")
+        mem.flush()
+        mem.search("first")  # build the index
+        row = build_row(mem.settings, session_id="s", role="user", content="x", namespace="default")
+        row["embedding"] = np.ones(DIM, dtype=np.float32).tolist()
+        row["embedding_model"] = mem.model_name
+        with mem.store.transaction():
+            mem.store.insert_events(rows_to_arrow([row]))
+        hits = mem.store.similarity_search(
+            np.ones(DIM, dtype=np.float32), mem.model_name, limit=1, namespace="default"
+        )
+        assert hits["id"].tolist() == [row["id"]]
+
+
+def test_exact_ties_are_broken_like_sql(store_path):
+    with Memory(store_path, embedder=RandomEmbedder()) as mem:
+        for i in range(12):  # the same text: the same vector, exact ties
+            mem.add_event("s", "user", "same words", created_at=f"2024-01-{i + 1:02d}")
+        mem.flush()
+        q = RandomEmbedder().embed(["same words"])[0]
+        for limit in (1, 5, 11, 20):
+            assert_same(*both_paths(mem, q, limit=limit, namespace="default"))
+
+
+def test_vector_index_unit_behaviour():
+    index = VectorIndex("m")
+    index.rebuild(["a", "b"], ["n1", "n2"], np.array([[1, 0], [0, 1]], dtype=np.float32), 3)
+    assert index.search(np.array([1, 0.1]), 5, namespace="n1") == [
+        ("a", pytest.approx(0.995, abs=1e-3))
+    ]
+    index.apply(2, 4, lambda: index.remove(["a"]))  # stale write: ignored
+    assert index.version == 3 and len(index) == 2
+    index.apply(3, 4, lambda: index.upsert(["c"], ["n1"], np.array([[3.0, 4.0]])))
+    hits = index.search(np.array([0.6, 0.8]), 5, namespace=None)
+    assert hits[0] == ("c", pytest.approx(1.0))
+    assert index.search(np.array([0.6, 0.8]), 5, namespace="n1", threshold=0.99) == [
+        ("c", pytest.approx(1.0))
+    ]
