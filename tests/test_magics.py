@@ -7,6 +7,7 @@ syntax, cell magics, prompt stripping) is part of what is tested.
 from __future__ import annotations
 
 import html
+import os
 import subprocess
 import sys
 import textwrap
@@ -84,7 +85,7 @@ def remember_conversation(shell: InteractiveShell, session: str = "notebook") ->
 
 
 # -- loading ---------------------------------------------------------------------------
-def test_importing_nbmemory_registers_nothing():
+def test_importing_nbmemory_registers_nothing(tmp_path):
     code = textwrap.dedent(
         """
         from IPython.core.interactiveshell import InteractiveShell
@@ -97,7 +98,10 @@ def test_importing_nbmemory_registers_nothing():
         print("ok")
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("ok")
 
@@ -312,6 +316,47 @@ def test_questions_ending_in_a_question_mark_search(ip, magics, capsys):
     # the magic's own help still works
     run(ip, "%recall?")
     assert "usage: %recall" in capsys.readouterr().out
+
+
+def test_question_lines_inside_a_longer_cell_search_too(ip, magics):
+    remember_conversation(ip)
+    run(
+        ip,
+        "question = 'unused'\nfound = %recall what is the budget?\nif True:\n    again = %context what is the budget?",
+    )
+    assert ip.user_ns["found"].attrs["query"] == "what is the budget?"
+    assert isinstance(ip.user_ns["again"], Context)
+
+
+def test_terminal_still_waits_for_the_body_of_a_remember_cell(ip):
+    manager = ip.input_transformer_manager
+    assert manager.check_complete("%%remember --role user\n")[0] == "incomplete"
+    assert manager.check_complete("%%remember\nsome text\n")[0] == "incomplete"
+    assert manager.check_complete("%%remember\nsome text\n\n")[0] == "complete"
+    assert manager.check_complete("%recall what do I like?\n")[0] == "complete"
+
+
+def test_memory_lines_ending_in_a_question_mark_show_help(ip, magics, capsys):
+    run(ip, "%memory forget?")
+    assert "usage: %memory forget" in capsys.readouterr().out
+    run(ip, "%memory?")
+    assert "Housekeeping" in capsys.readouterr().out
+
+
+def test_magic_lines_are_not_variable_expanded(ip, magics):
+    ip.user_ns["q"] = "SHOULD NOT APPEAR"
+    frame = run(ip, "%recall costs $q and {q}")
+    assert frame.attrs["query"] == "costs $q and {q}"
+    event = run(ip, "%%remember --meta note={q}\n$q")
+    assert event.content == "$q" and event.metadata == {"note": "{q}"}
+
+
+def test_magic_writes_are_audited_as_the_magic(ip, magics):
+    event = run(ip, "%%remember\naudit me")
+    run(ip, f"%memory forget {event.id}")
+    log = magics.memory.audit_log()
+    assert set(log["actor"]) == {"magic"}
+    assert {"add", "delete"} <= set(log["action"])
 
 
 def test_bare_and_numeric_recall_and_rep_stay_ipython_history(ip, magics):

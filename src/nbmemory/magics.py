@@ -62,8 +62,6 @@ STORE_TRAITS = ("path", "embedder", "model_path", "namespace")
 #: Columns of ``%recall``'s answer, in order.
 RECALL_COLUMNS = ["id", "content", "role", "session", "similarity", "importance", "created_at"]
 
-_OUR_LINE_MAGICS = ("recall", "context", "memory")
-
 
 # -- errors ----------------------------------------------------------------------------
 class _HelpShown(Exception):
@@ -687,17 +685,18 @@ class MemoryMagics(Magics):
 # -- protecting questions from IPython's help syntax -----------------------------------
 _QUESTION_LINE = re.compile(
     r"^(?P<indent>[ \t]*)(?:(?P<target>[A-Za-z_][\w.]*)\s*=\s*)?"
-    rf"%(?P<magic>{'|'.join(_OUR_LINE_MAGICS)})[ \t]+(?P<args>.*\S)[ \t]*$"
+    r"%(?P<magic>recall|context|memory)[ \t]+(?P<args>.*\S)[ \t]*$"
 )
 _REMEMBER_CELL = re.compile(r"^%%remember(?:[ \t]|$)")
 
 
 def _protect_questions(lines: list[str]) -> list[str]:
-    """Input transformer: our magics' lines are calls, not ``?`` help requests.
+    """Input transformer: questions to our magics are calls, not ``?`` help requests.
 
-    ``%recall what do I like?`` would otherwise become ``%pinfo``.  A ``%%remember``
-    cell is turned into its call here too, before IPython's prompt stripping could
-    alter a body that contains ``>>>`` lines.
+    ``%recall what do I like?`` (and ``%context ...?``) would otherwise become
+    ``%pinfo``; ``%memory forget?`` means ``%memory forget --help``; ``%recall?``
+    alone stays IPython's help.  A ``%%remember`` cell is turned into its call here
+    too, before IPython's prompt stripping could alter a body with ``>>>`` lines.
     """
     first = next((i for i, text in enumerate(lines) if text.strip()), None)
     if first is not None and _REMEMBER_CELL.match(lines[first]):
@@ -709,16 +708,22 @@ def _protect_questions(lines: list[str]) -> list[str]:
     for text in lines:
         match = _QUESTION_LINE.match(text.rstrip("\r\n"))
         if match and match["args"].endswith("?"):
+            args = match["args"]
+            if match["magic"] == "memory":
+                args = args.rstrip("?").rstrip() + " --help"
             target = f"{match['target']} = " if match["target"] else ""
             text = (
                 f"{match['indent']}{target}get_ipython().run_line_magic("
-                f"{match['magic']!r}, {match['args']!r})\n"
+                f"{match['magic']!r}, {args!r})\n"
             )
         result.append(text)
     return result
 
 
 _protect_questions._nbmemory = True  # type: ignore[attr-defined]
+# check_complete (the terminal's "is this cell finished?") skips transforms marked
+# like this, so a %%remember cell still waits for its body and its blank line.
+_protect_questions.has_side_effects = True  # type: ignore[attr-defined]
 
 
 def _bound_to(entry: Any, magics: MemoryMagics) -> bool:
