@@ -205,7 +205,7 @@ def summarize(per_query: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-@dataclass
+@dataclass(repr=False)
 class Evaluation:
     """What :func:`evaluate` returns: the table, every question's row, and the settings."""
 
@@ -219,6 +219,10 @@ class Evaluation:
 
     def __str__(self) -> str:
         return self.table.to_string(float_format=lambda v: f"{v:.3f}")
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.parameters.items())
+        return f"retrieval evaluation ({params})\n{self}"
 
     def _repr_html_(self) -> str:
         params = ", ".join(f"{k}={v}" for k, v in self.parameters.items())

@@ -1,0 +1,66 @@
+"""notebooks/threshold-tuning.ipynb runs top to bottom with the real model and LoCoMo."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "threshold-tuning.ipynb"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+PLOTLY = "application/vnd.plotly.v1+json"
+
+
+def _run(nb: nbformat.NotebookNode, cwd: Path) -> None:
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    ).execute()
+
+
+def _outputs(nb: nbformat.NotebookNode) -> list[dict]:
+    return [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+
+
+@pytest.mark.real_model
+@pytest.mark.locomo
+def test_threshold_tuning_notebook_executes(model_path, locomo_dir, tmp_path) -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    _run(nb, tmp_path)
+    nbformat.write(nb, tmp_path / "threshold-tuning.executed.ipynb")
+    outputs = _outputs(nb)
+    assert not [o for o in outputs if o["output_type"] == "error"]
+    text = "".join(
+        o.get("text", "") + o.get("data", {}).get("text/plain", "")
+        for o in outputs
+        if o["output_type"] in ("stream", "execute_result")
+    )
+    assert "conv-26: 419 turns, 150 answerable questions" in text
+    # distributions and the sweep are plotly figures, the tuner and explorer widgets
+    figures = [o for o in outputs if PLOTLY in o.get("data", {})]
+    assert len(figures) >= 4
+    titles = [o["data"][PLOTLY]["layout"]["title"]["text"] for o in figures]
+    assert any("similarity of questions" in t for t in titles)
+    assert any(t.startswith("Threshold sweep") for t in titles)
+    assert sum(1 for o in outputs if WIDGET in o.get("data", {})) == 2
+    # it ends with the recommended thresholds
+    last = nb.cells[-1]
+    final = last.outputs[-1]["data"]["text/plain"]
+    recommended = ast.literal_eval(final)
+    assert set(recommended) == {"relevance_threshold", "salience_threshold"}
+    assert 0.3 <= recommended["relevance_threshold"] < 0.65
+    assert "relevance_threshold:" in last.outputs[0]["text"]
+
+
+def test_notebook_without_data_says_what_to_set(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("NBMEMORY_LOCOMO_PATH", raising=False)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    with pytest.raises(CellExecutionError) as excinfo:
+        _run(nb, tmp_path)
+    assert "set NBMEMORY_LOCOMO_PATH" in str(excinfo.value)
+    assert "InvalidInput" in str(excinfo.value)
+    assert os.environ.get("NBMEMORY_LOCOMO_PATH") is None
