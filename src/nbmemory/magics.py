@@ -166,10 +166,6 @@ def _with_usage(parser: argparse.ArgumentParser) -> Callable[[Callable], Callabl
     return decorate
 
 
-def _date(value: str) -> str:
-    return value  # validated (ISO-8601) by the engine, which says how to write one
-
-
 REMEMBER = _Parser(
     prog="%%remember",
     description="Store the cell body as one memory (exactly as written).",
@@ -209,8 +205,8 @@ RECALL.add_argument(
 )
 RECALL.add_argument("--session", help="only this session")
 RECALL.add_argument("--role", help="only this role")
-RECALL.add_argument("--since", type=_date, help="created at or after (ISO-8601)")
-RECALL.add_argument("--until", type=_date, help="created at or before (ISO-8601)")
+RECALL.add_argument("--since", help="created at or after (ISO-8601)")
+RECALL.add_argument("--until", help="created at or before (ISO-8601)")
 
 CONTEXT = _Parser(
     prog="%context",
@@ -247,8 +243,8 @@ _FORGET = _SUB.add_parser(
 _FORGET.add_argument("ids", nargs="*", metavar="ID", help="event ids")
 _FORGET.add_argument("--session", help="every memory of this session")
 _FORGET.add_argument("--role", help="... with this role")
-_FORGET.add_argument("--since", type=_date, help="... created at or after (ISO-8601)")
-_FORGET.add_argument("--until", type=_date, help="... created at or before (ISO-8601)")
+_FORGET.add_argument("--since", help="... created at or after (ISO-8601)")
+_FORGET.add_argument("--until", help="... created at or before (ISO-8601)")
 _FORGET.add_argument("--all", action="store_true", help="every memory of the namespace")
 _FORGET.add_argument(
     "--dry-run", action="store_true", help="show what would be forgotten, delete nothing"
@@ -291,25 +287,10 @@ def _meta(pairs: list[str]) -> dict[str, str] | None:
     return result or None
 
 
-class _Namespace(Mapping):
-    """The notebook namespace as ``str.format`` sees it: names only, no expressions."""
-
-    def __init__(self, ns: Mapping[str, Any]) -> None:
-        self._ns = ns
-
-    def __getitem__(self, key: str) -> Any:
-        return self._ns[key]
-
-    def __iter__(self):
-        return iter(self._ns)
-
-    def __len__(self) -> int:
-        return len(self._ns)
-
-
 def _interpolate(body: str, user_ns: Mapping[str, Any]) -> str:
+    """``str.format`` with the notebook's variables: names, ``.attr`` and ``[key]`` only."""
     try:
-        return string.Formatter().vformat(body, (), _Namespace(user_ns))
+        return string.Formatter().vformat(body, (), user_ns)
     except KeyError as exc:
         raise UsageError(
             f"%%remember --interpolate: {{{exc.args[0]}}} names no variable of the notebook; "
