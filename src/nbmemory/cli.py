@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .ipython_config import add_command as add_ipython_config_command
 
     add_ipython_config_command(sub)  # install-ipython-config
+
+    from .cli_state import add_commands as add_state_commands  # state, memory sync, health
+
+    add_state_commands(sub)
     return parser
 
 

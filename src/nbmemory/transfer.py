@@ -143,7 +143,8 @@ def _progress(iterable: Any, enabled: bool, desc: str, total: int | None = None)
         return iterable
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, desc=desc, total=total, unit="row", leave=False)
+    # disable=None: no bar when stderr is not a terminal (pipes, CI logs)
+    return tqdm(iterable, desc=desc, total=total, unit="row", leave=False, disable=None)
 
 
 # -- export ----------------------------------------------------------------------------
@@ -217,9 +218,10 @@ def export_json(
         "bytes": target.stat().st_size,
         "version": VERSION,
     }
-    memory._audit(
-        "export", [], namespace, {k: summary[k] for k in ("path", "session_id", "events")}
-    )
+    if not memory.store.read_only:  # reading a store read-only leaves no trace
+        memory._audit(
+            "export", [], namespace, {k: summary[k] for k in ("path", "session_id", "events")}
+        )
     return summary
 
 

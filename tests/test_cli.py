@@ -1,0 +1,175 @@
+"""The ``nbmemory`` console script: state list/cleanup/delete/export/import, memory sync, health."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nbmemory import Memory
+from nbmemory.cli import main
+
+SCRIPT = Path(sys.executable).with_name("nbmemory")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    """A store with an expired session, a fresh one, and events in two namespaces."""
+    path = str(tmp_path / "cli.duckdb")
+    with Memory(path, embedder="hash") as mem:
+        mem.clock = lambda: dt.datetime(2020, 1, 1)
+        mem.start_session("old-user", namespace="auth-service", session_id="sess_old")
+        mem.clock = Memory.clock
+        mem.start_session("alice", namespace="auth-service", session_id="sess_abc123")
+        mem.add_event("sess_abc123", "user", "refactor the auth module", namespace="auth-service")
+        mem.add_event("notes", "user", "default namespace note")
+        mem.flush()
+    return path
+
+
+def test_state_list(capsys, store: str) -> None:
+    code, out, _ = run(capsys, "state", "list", "--store", store, "--embedder", "hash")
+    assert code == 0
+    assert "sess_abc123" in out and "sess_old" in out and "expired" in out
+    assert "notes" not in out  # untracked sessions only on request
+    code, out, _ = run(
+        capsys,
+        *("state", "list", "--store", store, "--embedder", "hash"),
+        *("--namespace", "auth-service", "--user", "alice", "--json"),
+    )
+    records = json.loads(out)
+    assert [(r["session_id"], r["status"], r["events"]) for r in records] == [
+        ("sess_abc123", "active", 1)
+    ]
+    _, out, _ = run(capsys, "state", "list", "--store", store, "--with-untracked", "--json")
+    assert "notes" in {r["session_id"] for r in json.loads(out)}
+
+
+def test_state_cleanup_dry_run_then_for_real(capsys, store: str) -> None:
+    code, out, _ = run(capsys, "state", "cleanup", "--dry-run", "--store", store)
+    assert code == 0
+    assert "would delete 1 session(s)" in out and "sess_old" in out
+    with Memory(store, embedder="hash") as mem:
+        assert "sess_old" in set(mem.sessions("auth-service")["session_id"])
+    code, out, _ = run(capsys, "state", "cleanup", "--store", store, "--namespace", "auth-service")
+    assert code == 0 and "deleted 1 session(s)" in out
+    with Memory(store, embedder="hash") as mem:
+        assert "sess_old" not in set(mem.sessions("auth-service")["session_id"])
+        log = mem.audit_log(action="cleanup")
+        assert set(log["actor"]) == {"cli"}
+
+
+def test_state_delete_finds_the_namespace_of_the_session(capsys, store: str) -> None:
+    code, out, _ = run(capsys, "state", "delete", "--session-id", "sess_abc123", "--store", store)
+    assert code == 0 and "deleted session 'sess_abc123'" in out
+    with Memory(store, embedder="hash") as mem:
+        tracked = mem.sessions("auth-service", include_untracked=False)
+        assert set(tracked["session_id"]) == {"sess_old"}
+        assert len(mem.events(namespace="auth-service")) == 1  # memories stay
+    code, out, err = run(capsys, "state", "delete", "--session-id", "sess_nope", "--store", store)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "sess_nope" in err and "not found" in err
+
+
+def test_state_export_and_import_round_trip(capsys, store: str, tmp_path: Path) -> None:
+    backup = tmp_path / "backup.json"
+    code, out, _ = run(
+        capsys, "state", "export", "--session-id", "sess_abc123", "--output", str(backup),
+        "--store", store,
+    )  # fmt: skip
+    assert code == 0 and "1 event(s)" in out and "1 session(s)" in out
+    assert json.loads(backup.read_text(encoding="utf-8"))["scope"] == {
+        "namespace": "auth-service",
+        "session_id": "sess_abc123",
+    }
+    other = str(tmp_path / "other.duckdb")
+    Memory(other, embedder="hash").close()
+    code, out, _ = run(capsys, "state", "import", "--input", str(backup), "--store", other)
+    assert code == 0 and "imported 1 event(s) and 1 session(s) into auth-service" in out
+    code, out, _ = run(capsys, "state", "import", "--input", str(backup), "--store", other)
+    assert "imported 0 event(s)" in out and "skipped 1" in out
+    code, _, err = run(capsys, "state", "import", "--input", str(tmp_path / "x.json"))
+    assert code == 1 and "no " in err and err.count("\n") == 1
+
+
+def test_memory_sync(capsys, store: str, tmp_path: Path) -> None:
+    agents = tmp_path / "AGENTS.md"
+    agents.write_text("# P\n\n## A\n\none\n\n## B\n\ntwo\n", encoding="utf-8")
+    argv = ("memory", "sync", "--file", str(agents), "--store", store, "--embedder", "hash")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "2 added, 0 updated, 0 removed, 0 unchanged" in out
+    agents.write_text("# P\n\n## A\n\none!\n\n## B\n\ntwo\n", encoding="utf-8")
+    code, out, _ = run(capsys, *argv)
+    assert "0 added, 1 updated, 0 removed, 1 unchanged" in out and "updated: P > A" in out
+    with Memory(store, embedder="hash", read_only=True) as mem:
+        frame = mem.events(kind="agents_md")
+        assert frame["embedding_model"].notna().all()  # embedded before the command returned
+    secret = tmp_path / ".env"
+    secret.write_text("KEY=1\n", encoding="utf-8")
+    code, _, err = run(capsys, "memory", "sync", "--file", str(secret), "--store", store)
+    assert code == 1 and "refusing to ingest .env" in err
+
+
+def test_health(capsys, store: str, tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "health", "--store", store, "--embedder", "hash")
+    assert code == 0
+    assert "store      ok" in out and "model      ok    nbmemory/hash-384 (384-d)" in out
+    assert "0 pending" in out
+    code, out, _ = run(capsys, "health", "--store", str(tmp_path / "missing.duckdb"))
+    assert code == 1 and "store      FAIL  no store at" in out
+
+
+def test_usage_errors_exit_2(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["state", "delete"])
+    assert info.value.code == 2
+    assert "--session-id" in capsys.readouterr().err
+
+
+def _script(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+def test_console_script_end_to_end(store: str, tmp_path: Path) -> None:
+    assert SCRIPT.exists(), "the nbmemory console script is not installed in this venv"
+    out = tmp_path / "ns.json"
+    done = _script("state", "export", "--namespace", "auth-service", "--output", str(out),
+                   "--store", store)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "exported namespace 'auth-service': 1 event(s)" in done.stdout
+    assert json.loads(out.read_text(encoding="utf-8"))["counts"]["sessions"] == 2
+    health = _script("health", "--store", store, "--embedder", "hash")
+    assert health.returncode == 0 and "embeddings ok" in health.stdout
+
+
+def test_console_script_reports_a_locked_store_and_a_missing_model(
+    store: str, tmp_path: Path
+) -> None:
+    with Memory(store, embedder="hash"):
+        locked = _script("health", "--store", store, "--embedder", "hash")
+    assert locked.returncode == 1
+    assert "store      FAIL" in locked.stdout and "in use by" in locked.stdout
+    no_model = _script("health", "--store", store, NBMEMORY_MODEL_PATH=str(tmp_path / "nope"))
+    assert no_model.returncode == 1
+    assert "model      FAIL" in no_model.stdout and "is not a directory" in no_model.stdout
+    failed = _script("state", "delete", "--session-id", "sess_nope", "--store", store)
+    assert failed.returncode == 1
+    assert failed.stderr.startswith("nbmemory: error: ") and failed.stderr.count("\n") == 1
