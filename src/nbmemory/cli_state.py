@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import default_store_path
 from .errors import InvalidInput, NbMemoryError
+from .sessions import LIST_COLUMNS as SESSION_LIST
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -93,15 +94,8 @@ def _print_frame(frame: Any, columns: list[str]) -> None:
 
 
 # -- state ---------------------------------------------------------------------------------
-LIST_COLUMNS = [
-    "namespace",
-    "session_id",
-    "user_id",
-    "status",
-    "events",
-    "last_activity",
-    "expires_at",
-]
+#: What ``state list`` prints (the state JSON and creation/closing times are left out).
+LIST_COLUMNS = [c for c in SESSION_LIST if c not in ("created_at", "closed_at", "state")]
 
 
 def cmd_state_list(args: argparse.Namespace) -> int:
