@@ -267,3 +267,15 @@ def test_running_consolidation_never_blocks_interpreter_exit(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "started"
+
+
+def test_summaries_and_their_facts_are_redacted(mem):
+    _seed(mem)
+    secret = "xoxb-" + "1" * 20
+
+    def leaky(events):
+        return {"summary": f"user pasted {secret}", "facts": [("config", "slack", secret)]}
+
+    mem.consolidate(summarizer=leaky, now=NOW)
+    assert secret not in _summaries(mem)["content"].iloc[0]
+    assert secret not in mem.get_fact("config", "slack")["value"]

@@ -138,7 +138,8 @@ def _tools(mem, session, names, start=dt.datetime(2024, 1, 1)):
 
 def test_macros_learn_chains_with_confidence(mem):
     _tools(mem, "s1", ["read_file", ("run_tests", {"path": "tests"}), "read_file", "edit_file"])
-    _tools(mem, "s2", ["read_file", ("run_tests", {"path": "tests/unit"})])
+    later = dt.datetime(2024, 1, 2)
+    _tools(mem, "s2", ["read_file", ("run_tests", {"path": "tests/unit"})], start=later)
     mem.add_event("s1", "user", "not a tool")  # ignored
     learnt = mem.learn_macros()
     pairs = {(r.trigger_tool, r.next_tool): r for r in learnt.itertuples()}
@@ -254,3 +255,9 @@ def test_is_command_allowed(mem, command, allowed):
 def test_is_command_allowed_bad_type(mem):
     with pytest.raises(InvalidInput):
         mem.is_command_allowed(["git", "status"])
+
+
+def test_fact_values_are_redacted(mem):
+    secret = "sk-" + "b" * 30
+    fact = mem.set_fact("config", "openai", f"key {secret}")
+    assert secret not in fact["value"] and "[REDACTED]" in fact["value"]

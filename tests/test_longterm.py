@@ -436,3 +436,15 @@ def test_long_term_methods_work_in_shared_mode(store_path):
     with Memory(store_path, embedder="hash", shared=True) as m:
         assert m.get_fact("user", "name")["value"] == "Ana"
         assert len(m.list_memories(filters={"kind": "summary"})) == 1
+
+
+def test_update_memory_redacts_secrets_like_add_memory(mem):
+    secret = "ghp_" + "a" * 36
+    m = mem.add_memory("nothing secret yet")
+    updated = mem.update_memory(m.id, content=f"the token is {secret}")
+    assert secret not in updated.content and "[REDACTED]" in updated.content
+    mem.flush()
+    stored = mem.store.fetchone("SELECT content FROM events WHERE id = ?", [m.id])[0]
+    assert secret not in stored
+    details = mem.audit_log(action="update_memory")["details"].map(json.loads).iloc[0]
+    assert details["redacted"] == 1

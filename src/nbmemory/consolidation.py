@@ -404,6 +404,9 @@ class ConsolidationMixin:
                 report.failures[session] = f"{type(exc).__name__}: {exc}"
                 log.warning("consolidation of session %r failed: %s", session, exc)
                 return  # later chunks wait too, so summaries stay in order
+            # an LLM may echo what redaction would have caught: same write-path rule
+            summary.text = self._prepare_content(summary.text)[0]
+            summary.facts = [(c, k, self._prepare_content(v)[0]) for c, k, v in summary.facts]
             ids = [r["id"] for r in chunk]
             row = ev.build_row(
                 self._settings,

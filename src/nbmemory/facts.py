@@ -118,15 +118,14 @@ class FactsMixin:
         """
         self._check_open()
         category, key, value, source = check_fact(category, key, value, source)
+        value, redacted = self._prepare_content(value)  # secrets never stored
         ns = self._ns(namespace)
         with self.store.transaction():
             fact_id, status = upsert(self.store, ns, category, key, value, source, ev.utcnow())
-        self._audit(
-            "set_fact",
-            [str(fact_id)],
-            ns,
-            {"category": category, "key": key, "source": source, "status": status},
-        )
+        details = {"category": category, "key": key, "source": source, "status": status}
+        if redacted:
+            details["redacted"] = redacted
+        self._audit("set_fact", [str(fact_id)], ns, details)
         return {**self.get_fact(category, key, namespace=ns), "status": status}
 
     def get_fact(self, category: str, key: str, *, namespace: str | None = None) -> dict[str, Any]:

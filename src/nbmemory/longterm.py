@@ -275,8 +275,10 @@ class LongTermMixin(FactsMixin, MacrosMixin, PrefixesMixin, SchedulerMixin, Cons
         ns = self._ns(namespace)
         if content is None and metadata is None:
             raise InvalidInput("update_memory: nothing to change; pass content= and/or metadata=")
+        redacted = 0
         if content is not None:
             content = ev.check_text(content, "content", max_bytes=self._settings.max_content_bytes)
+            content, redacted = self._prepare_content(content)  # secrets never stored
         meta_json = ev.dump_metadata(metadata) if metadata is not None else None
         record = self._memory_record(id, ns)
         if record is None:
@@ -305,7 +307,10 @@ class LongTermMixin(FactsMixin, MacrosMixin, PrefixesMixin, SchedulerMixin, Cons
         self.working.forget_ids([id])
         if reembed and self.worker is not None:
             self.worker.submit([(id, content)])
-        self._audit("update_memory", [id], ns, {"fields": changed})
+        details: dict[str, Any] = {"fields": changed}
+        if redacted:
+            details["redacted"] = redacted
+        self._audit("update_memory", [id], ns, details)
         return self.get_memory(id, namespace=ns)
 
     def delete_memory(self, id: str, *, namespace: str | None = None) -> bool:
