@@ -218,6 +218,64 @@ def _utc_timestamp_sql(column: str, column_type: str) -> str:
     return f"timezone('UTC', TRY_CAST({column} AS TIMESTAMPTZ))"
 
 
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else message
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_store_path(path: str, *, read_only: bool = False) -> None:
+    """Refuse, with a one-line :class:`StoreError`, a path that cannot be a store file.
+
+    Checked before DuckDB sees the path: an empty path (DuckDB would silently open
+    a private in-memory database: memories lost at exit), a NUL byte, a missing or
+    unwritable parent directory, a directory, and a SQLite file (DuckDB would try
+    to download its sqlite extension to open it).  Nothing is created or changed.
+    """
+    if not path.strip():
+        raise StoreError(
+            "the store path is empty; pass a file name (Memory('agent.duckdb')), "
+            "or ':memory:' for a store that is not kept"
+        )
+    if "\x00" in path:
+        raise StoreError(f"the store path {path!r} contains a NUL byte; pass a valid file name")
+    try:
+        target = Path(path).expanduser()
+        parent = target.resolve().parent
+        if parent.exists() and not parent.is_dir():
+            raise StoreError(
+                f"cannot create the store {path}: {parent} is a file, not a directory. "
+                "Pass a path inside a directory."
+            )
+        if not parent.is_dir():
+            raise StoreError(
+                f"cannot create the store {path}: the directory {parent} does not exist. "
+                "Create it first or pass another path."
+            )
+        if target.is_dir():
+            raise StoreError(
+                f"the store path {path} is a directory; pass a file inside it "
+                f"({os.path.join(path, 'nbmemory.duckdb')})"
+            )
+        exists = target.exists()
+        if not read_only and not exists and not os.access(parent, os.W_OK):
+            raise StoreError(
+                f"cannot create the store {path}: the directory {parent} is not writable. "
+                "Pass a path in a writable directory (Memory('~/agent.duckdb'))."
+            )
+        if exists and target.is_file():
+            with open(target, "rb") as handle:
+                head = handle.read(len(_SQLITE_MAGIC))
+            if head == _SQLITE_MAGIC:
+                raise StoreError(
+                    f"{path} is a SQLite database, not a DuckDB store; nothing was changed. "
+                    "Import it with Memory(...).import_sqlite(path) or `nbmemory import-sqlite`."
+                )
+    except OSError as exc:
+        raise StoreError(f"cannot use {path!r} as a store: {exc.strerror or exc}") from None
+
+
 class Store:
     """One open DuckDB file (or ``:memory:``) with nbmemory's schema."""
 
@@ -245,17 +303,7 @@ class Store:
     def _connect(self) -> duckdb.DuckDBPyConnection:
         path = self.path
         if path != ":memory:":
-            parent = Path(path).expanduser().resolve().parent
-            if not parent.is_dir():
-                raise StoreError(
-                    f"cannot create the store {path}: the directory {parent} does not exist. "
-                    "Create it first or pass another path."
-                )
-            if not self.read_only and not Path(path).exists() and not os.access(parent, os.W_OK):
-                raise StoreError(
-                    f"cannot create the store {path}: the directory {parent} is not writable. "
-                    "Pass a path in a writable directory (Memory('~/agent.duckdb'))."
-                )
+            check_store_path(path, read_only=self.read_only)
         try:
             return duckdb.connect(path, read_only=self.read_only)
         except duckdb.IOException as exc:
@@ -277,9 +325,9 @@ class Store:
                     f"cannot open the store {path} for writing (permission denied). "
                     "Pass a writable path, or open it with read_only=True."
                 ) from None
-            raise StoreError(f"cannot open the store {path}: {message}") from None
+            raise StoreError(f"cannot open the store {path}: {_first_line(message)}") from None
         except duckdb.Error as exc:
-            raise StoreError(f"cannot open the store {path}: {exc}") from None
+            raise StoreError(f"cannot open the store {path}: {_first_line(str(exc))}") from None
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -742,9 +790,14 @@ class Store:
         columns = [*READ_COLUMNS, "similarity"]
         if not hits:
             return pd.DataFrame(columns=columns)
-        frame = self.df(
-            f"SELECT {', '.join(READ_COLUMNS)} FROM events WHERE id IN (SELECT unnest(?::VARCHAR[]))",
-            [[event_id for event_id, _ in hits]],
+        wanted = [event_id for event_id, _ in hits]
+        frame = pd.DataFrame.from_records(
+            self.records(
+                f"SELECT {', '.join(READ_COLUMNS)} FROM events"
+                f" WHERE id IN ({', '.join('?' for _ in wanted)})",
+                wanted,
+            ),
+            columns=list(READ_COLUMNS),
         )
         similarity = dict(hits)
         frame["similarity"] = frame["id"].map(similarity).astype("float64")

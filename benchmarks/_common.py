@@ -1,0 +1,118 @@
+"""Shared helpers of the benchmark scripts: timing, tables, synthetic stores."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from nbmemory import Memory
+from nbmemory.events import build_row, rows_to_arrow
+
+
+def timings(fn: Callable[[int], object], repeat: int, warmup: int = 2) -> list[float]:
+    """Seconds per call of ``fn(i)`` for ``repeat`` calls after ``warmup`` calls."""
+    for i in range(warmup):
+        fn(i)
+    out = []
+    for i in range(repeat):
+        start = time.perf_counter()
+        fn(i)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def p50(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    try:
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        model = platform.processor() or "unknown CPU"
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{model}, {cpus} cores, {mem_gb:.0f} GiB RAM, Python {platform.python_version()}"
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """A GitHub-flavoured Markdown table on stdout."""
+    print("| " + " | ".join(headers) + " |")
+    print("|" + "|".join("---" for _ in headers) + "|")
+    for row in rows:
+        print("| " + " | ".join(str(cell) for cell in row) + " |")
+
+
+class FixedEmbedder:
+    """Stands in for the model where the vectors are given (random benchmark data)."""
+
+    def __init__(self, dim: int = 384, name: str = "bench/random-384") -> None:
+        self.dim = dim
+        self.name = name
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rng = np.random.default_rng(abs(hash(tuple(texts))) % 2**32)
+        out = rng.standard_normal((len(texts), self.dim)).astype(np.float32)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def random_unit_vectors(n: int, dim: int = 384, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    out = rng.standard_normal((n, dim), dtype=np.float32)
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out
+
+
+def fill_store(mem: Memory, vectors: np.ndarray, sessions: int = 100, chunk: int = 100_000) -> None:
+    """Insert ``len(vectors)`` memories with the given vectors in Arrow chunks."""
+    settings = mem.settings
+    for start in range(0, len(vectors), chunk):
+        block = vectors[start : start + chunk]
+        rows = [
+            build_row(
+                settings,
+                session_id=f"s{(start + i) % sessions}",
+                role="user" if i % 2 else "assistant",
+                content=f"memory {start + i}",
+                namespace=mem.namespace,
+                importance=0.9 if (start + i) % 1000 == 0 else None,
+            )
+            for i in range(len(block))
+        ]
+        table = rows_to_arrow(rows)
+        embedding = pa.FixedSizeListArray.from_arrays(
+            pa.array(block.reshape(-1)), block.shape[1]
+        ).cast(pa.list_(pa.float32()))
+        table = table.set_column(table.schema.get_field_index("embedding"), "embedding", embedding)
+        table = table.set_column(
+            table.schema.get_field_index("embedding_model"),
+            "embedding_model",
+            pa.array([mem.model_name] * len(block), pa.string()),
+        )
+        mem.store.insert_events(table)

@@ -1,0 +1,177 @@
+"""Relevance search and get_context latency against the numpy floor, with RSS and file size.
+
+    python benchmarks/bench_search.py --sizes 10000 100000 1000000
+
+Each size runs in its own process (so peak RSS is per size).  For every size the
+same random unit vectors (384-d) are searched three ways in the same run:
+numpy brute force (the floor), nbmemory's search (in-memory index + row fetch),
+and DuckDB's list_cosine_similarity (the SQL path).  The top-k of nbmemory is
+checked against the exact numpy ranking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import (  # noqa: E402
+    FixedEmbedder,
+    fill_store,
+    machine,
+    ms,
+    p50,
+    p95,
+    peak_rss_mb,
+    print_table,
+    random_unit_vectors,
+    timings,
+)
+
+from nbmemory import Memory  # noqa: E402
+
+
+def one_size(n: int, queries: int, k: int) -> dict:
+    vectors = random_unit_vectors(n, seed=n)
+    qs = random_unit_vectors(queries, seed=n + 1)
+    folder = tempfile.mkdtemp(prefix="nbmemory-bench-")
+    path = os.path.join(folder, "bench.duckdb")
+    mem = Memory(path, embedder=FixedEmbedder())
+    start = time.perf_counter()
+    fill_store(mem, vectors)
+    load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    mem.store.vector_index(mem.model_name)  # first search builds the index
+    index_build_s = time.perf_counter() - start
+    ids = mem.store.df("SELECT id FROM events")["id"]  # rowid order == insertion order
+    model = mem.model_name
+
+    def floor(i: int) -> np.ndarray:
+        scores = vectors @ qs[i % queries]
+        top = np.argpartition(-scores, k)[:k]
+        return top[np.argsort(-scores[top])]
+
+    def ours(i: int):
+        return mem.store.similarity_search(qs[i % queries], model, limit=k, namespace="default")
+
+    exact = True
+    for i in range(min(queries, 20)):
+        expected = ids.iloc[floor(i)].tolist()
+        exact &= ours(i)["id"].tolist() == expected
+    t_floor = timings(floor, queries)
+    t_ours = timings(ours, queries)
+    sql_repeat = max(3, queries // 10) if n >= 1_000_000 else queries
+
+    def sql(i: int):
+        return mem.store.sql_similarity_search(qs[i % queries], model, limit=k, namespace="default")
+
+    t_sql = timings(sql, sql_repeat, warmup=1)
+    # get_context with a pre-computed query vector (the model's query time is separate)
+    mem.embed_query = lambda text, _q=qs: _q[hash(text) % queries]  # type: ignore[method-assign]
+    t_ctx = timings(lambda i: mem.get_context(f"s{i % 100}", f"q{i}"), queries)
+    mem.close()
+    size_mb = Path(path).stat().st_size / 2**20
+    return {
+        "n": n,
+        "floor_p50": p50(t_floor),
+        "floor_p95": p95(t_floor),
+        "ours_p50": p50(t_ours),
+        "ours_p95": p95(t_ours),
+        "sql_p50": p50(t_sql),
+        "ctx_p50": p50(t_ctx),
+        "ctx_p95": p95(t_ctx),
+        "exact": exact,
+        "rss_mb": peak_rss_mb(),
+        "file_mb": size_mb,
+        "load_s": load_s,
+        "index_build_s": index_build_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("-k", type=int, default=5)
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one_size(args.one, args.queries, args.k)))
+        return
+    results = []
+    for n in args.sizes:
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                str(n),
+                "--queries",
+                str(args.queries),
+                "-k",
+                str(args.k),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"machine: {machine()}\n")
+    print(f"relevance search, top-{args.k} of n random 384-d unit vectors, {args.queries} queries")
+    print_table(
+        [
+            "memories",
+            "numpy floor p50/p95 ms",
+            "nbmemory p50/p95 ms",
+            "ratio p50",
+            "exact top-k",
+            "SQL list_cosine p50 ms",
+            "get_context p50/p95 ms",
+        ],
+        [
+            [
+                f"{r['n']:,}",
+                f"{ms(r['floor_p50'])} / {ms(r['floor_p95'])}",
+                f"{ms(r['ours_p50'])} / {ms(r['ours_p95'])}",
+                f"{r['ours_p50'] / r['floor_p50']:.2f}x",
+                "yes" if r["exact"] else "NO",
+                ms(r["sql_p50"]),
+                f"{ms(r['ctx_p50'])} / {ms(r['ctx_p95'])}",
+            ]
+            for r in results
+        ],
+    )
+    print()
+    print_table(
+        [
+            "memories",
+            "peak RSS MiB",
+            "store file MiB",
+            "MiB per 100k (file)",
+            "bulk load s",
+            "index build s",
+        ],
+        [
+            [
+                f"{r['n']:,}",
+                f"{r['rss_mb']:.0f}",
+                f"{r['file_mb']:.0f}",
+                f"{r['file_mb'] / r['n'] * 100_000:.0f}",
+                f"{r['load_s']:.1f}",
+                f"{r['index_build_s']:.2f}",
+            ]
+            for r in results
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
