@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from . import events as ev
-from .config import check_unit_interval
+from .config import check_limit, check_unit_interval
 from .errors import InvalidInput
 from .facts import table_frame
 
@@ -221,8 +221,7 @@ class MacrosMixin:
     def record_macro_use(self, macro_id: int, *, namespace: str | None = None) -> int:
         """Count one use of a suggested macro; returns the new ``used_count``."""
         self._check_open()
-        if isinstance(macro_id, bool) or not isinstance(macro_id, int):
-            raise InvalidInput(f"macro_id must be an int, got {macro_id!r}")
+        macro_id = check_limit(macro_id, "macro_id", allow_zero=False)
         ns = self._ns(namespace)
         row = self.store.fetchone(
             "UPDATE macros SET used_count = used_count + 1, updated_at = ?"
@@ -237,8 +236,7 @@ class MacrosMixin:
     def delete_macro(self, macro_id: int, *, namespace: str | None = None) -> bool:
         """Remove a macro; True if it existed (a learnt one comes back if still observed)."""
         self._check_open()
-        if isinstance(macro_id, bool) or not isinstance(macro_id, int):
-            raise InvalidInput(f"macro_id must be an int, got {macro_id!r}")
+        macro_id = check_limit(macro_id, "macro_id", allow_zero=False)
         ns = self._ns(namespace)
         rows = self.store.fetchall(
             "DELETE FROM macros WHERE id = ? AND namespace = ? RETURNING id", [macro_id, ns]
