@@ -117,6 +117,8 @@ def to_utc(value: Any, name: str = "created_at") -> dt.datetime:
 
     Naive inputs are taken as UTC; aware ones are converted.
     """
+    if value is pd.NaT or (isinstance(value, np.datetime64) and np.isnat(value)):
+        raise InvalidInput(f"{name} must be a date-time, got NaT")
     if isinstance(value, (pd.Timestamp, np.datetime64)):
         value = pd.Timestamp(value)
         if value is pd.NaT:
@@ -145,7 +147,8 @@ def check_text(value: Any, name: str, *, max_bytes: int | None = None, allow_emp
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be text (str), got {type(value).__name__}")
     if not allow_empty and not value.strip():
-        raise InvalidInput(f"{name} is empty; nothing to remember")
+        what = "nothing to remember" if name == "content" else f"pass a non-blank {name}"
+        raise InvalidInput(f"{name} is empty; {what}")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError as exc:
@@ -178,9 +181,10 @@ def dump_metadata(metadata: Any) -> str | None:
             raise InvalidInput(f"metadata keys must be strings, got {key!r}")
         check_text(key, "metadata key", allow_empty=True)
     try:
-        return json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False, sort_keys=True)
+        text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False, sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"metadata must be JSON-serialisable: {exc}") from None
+    return check_text(text, "metadata", allow_empty=True)  # e.g. a lone surrogate in a value
 
 
 def importance_for(role: str, importance: Any, settings: Settings) -> float:
@@ -224,6 +228,8 @@ def build_row(
             tool_calls = json.dumps(tool_calls, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"tool_calls must be JSON-serialisable: {exc}") from None
+    if tool_calls is not None:
+        check_text(tool_calls, "tool_calls", allow_empty=True)
     for label, value in (
         ("tool_call_id", tool_call_id),
         ("tool_name", tool_name),

@@ -43,7 +43,7 @@ import duckdb
 import filelock
 
 from .errors import StoreError, StoreLocked
-from .store import Store
+from .store import Store, check_store_path
 from .working_memory import WorkingMemory
 
 #: Environment variable: seconds a shared store waits for its turn (default 30).
@@ -167,15 +167,21 @@ class SharedStore(Store):
         self._sidecar = filelock.FileLock(path + ".nbmemory-lock", thread_local=False)
         self._lease = _Lease(self)
         self._is_closed = False
+        check_store_path(path, read_only=read_only)  # before creating the sidecar beside it
+        sidecar_existed = os.path.exists(self._sidecar.lock_file)
         self._take_sidecar()
         try:
             self._lease.count = 1  # the connection Store.__init__ opens is this first lease
             super().__init__(path, read_only=read_only)  # connects and migrates
             self._lease.count = 0
             self._close_after_lease(release_sidecar=False)
-        finally:
-            with contextlib.suppress(filelock.Timeout, OSError):
-                self._sidecar.release()
+        except BaseException:
+            self._sidecar.release()
+            if not sidecar_existed:  # leave nothing behind beside a file we refused
+                with contextlib.suppress(OSError):
+                    os.remove(self._sidecar.lock_file)
+            raise
+        self._sidecar.release()
         self._lock = _LeaseLock(self._lease)  # type: ignore[assignment]
 
     # -- the lease -----------------------------------------------------------------------
