@@ -11,15 +11,18 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from nbmemory import Context, Event
+from nbmemory import Context, Event, Memory
+from nbmemory.embeddings import CallableEmbedder, HashEmbedder
 from nbmemory.magics import RECALL_COLUMNS, MemoryMagics, MemoryStatus
 
 
@@ -474,6 +477,15 @@ def test_memory_forget_by_id_and_by_filter(ip, magics, capsys):
     assert len(actions) == 2
 
 
+def test_memory_forget_by_time_window(ip, magics):
+    old = magics.memory.add_event("notebook", "user", "old news", created_at="2020-01-01T00:00:00Z")
+    new = run(ip, "%%remember\nfresh news")
+    assert run(ip, "%memory forget --until 2021-01-01 --dry-run")["id"].tolist() == [old.id]
+    run(ip, "%memory forget --since 2021-01-01")
+    assert magics.memory.events()["id"].tolist() == [old.id]
+    assert new.id not in set(magics.memory.events()["id"])
+
+
 def test_memory_forget_refusals_delete_nothing(ip, magics):
     events = remember_conversation(ip)
     before = snapshot(magics)
@@ -532,6 +544,8 @@ def test_memory_facts(ip, magics):
 def test_memory_export_and_import_round_trip(ip, magics, tmp_path):
     events = remember_conversation(ip)
     run(ip, "%%remember --session other\nnot exported")
+    whole = tmp_path / "namespace.json"
+    assert run(ip, f"%memory export '{whole}' --namespace default")["events"] == 5
     target = tmp_path / "one session.json"
     summary = run(ip, f"%memory export '{target}' --session notebook")
     assert target.exists() and isinstance(summary, dict)
@@ -609,6 +623,54 @@ def test_bad_input_is_one_line_usage_error_and_stores_nothing(ip, magics, capsys
     err = capsys.readouterr().err.strip()
     assert err.startswith("UsageError: ") and "\n" not in err and "Traceback" not in err
     assert snapshot(magics) == before
+
+
+def test_recall_on_a_store_another_process_holds_is_a_usage_error(ip, magics):
+    Memory(magics.path, embedder="hash").close()  # create the file
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; con = duckdb.connect(sys.argv[1]); print('ready', flush=True);"
+            " sys.stdin.read()",
+            magics.path,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(UsageError, match="in use by process"):
+            run(ip, "%recall anything")
+        with pytest.raises(UsageError, match="in use by process"):
+            run(ip, "%%remember\nnot stored")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert run(ip, "%recall anything").empty  # free again: opens and answers
+
+
+def test_recall_says_when_embeddings_are_still_running(ip, magics, capsys):
+    release = threading.Event()
+
+    def slow(texts: list[str]) -> np.ndarray:
+        if "waiting for its vector" in texts:  # the worker's batch, not a query or probe
+            release.wait(60)
+        return HashEmbedder().embed(texts)
+
+    magics._embedder = CallableEmbedder(slow, name="nbmemory/hash-384")
+    magics._embedder_key = (magics.embedder, magics.model_path)
+    run(ip, "%config MemoryMagics.embed_timeout = 0.2")
+    try:
+        run(ip, "%%remember\nwaiting for its vector")
+        frame = run(ip, "%recall waiting")
+        assert frame.empty
+        assert "still being embedded" in capsys.readouterr().out
+    finally:
+        release.set()
+    assert magics.memory.flush(60)
+    assert run(ip, "%recall waiting")["content"].tolist() == ["waiting for its vector"]
 
 
 def test_a_10_mb_cell_is_refused(ip, magics):
