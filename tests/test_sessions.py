@@ -8,6 +8,7 @@ import json
 import pytest
 
 from nbmemory import InvalidInput, Memory
+from nbmemory import sessions as sessions_module
 from nbmemory.sessions import SessionNotFound
 
 T0 = dt.datetime(2026, 1, 5, 9, 0, 0)
@@ -68,22 +69,34 @@ def test_add_event_and_get_context_in_the_session_touch_it(mem: Memory, clock: C
 
 
 def test_the_touch_hook_writes_nothing_for_sessions_never_started(
-    mem: Memory, clock: Clock
+    mem: Memory, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    calls: list[tuple[str, str]] = []
+    loads: list[int] = []
+    real_touch, real_keys = sessions_module.touch, sessions_module.active_keys
+
+    def counting_touch(store, namespace, session_id, now):
+        calls.append((namespace, session_id))
+        real_touch(store, namespace, session_id, now)
+
+    def counting_keys(store):
+        loads.append(1)
+        return real_keys(store)
+
+    monkeypatch.setattr(sessions_module, "touch", counting_touch)
+    monkeypatch.setattr(sessions_module, "active_keys", counting_keys)
     tracked = mem.start_session("alice").session_id
-    mem.add_event("plain", "user", "warm the caches")
-    mem.add_event(tracked, "user", "warm the caches")
-    before = mem.store.statements_run
-    mem.add_event("plain", "user", "an untracked session")
-    untracked_cost = mem.store.statements_run - before
+    for _ in range(3):
+        mem.add_event("plain", "user", "an untracked session")
+        mem.get_context("plain")
+    assert calls == []
     clock.advance(seconds=5)
-    before = mem.store.statements_run
     mem.add_event(tracked, "user", "a tracked session")
-    assert mem.store.statements_run - before == untracked_cost + 1
-    # within the throttle interval no second write happens
-    before = mem.store.statements_run
-    mem.add_event(tracked, "user", "again, same second")
-    assert mem.store.statements_run - before == untracked_cost
+    assert calls == [("default", tracked)]
+    mem.add_event(tracked, "user", "again within the same second")
+    mem.get_context(tracked)
+    assert calls == [("default", tracked)]  # throttled: one write a second at most
+    assert len(loads) <= 1  # the set of started sessions is read once per process
 
 
 def test_ttl_expiry_dry_run_and_cleanup(mem: Memory, clock: Clock) -> None:
