@@ -43,8 +43,10 @@ that namespace; an id already used in *another* namespace of the store is
 replaced by a stable derived id (``uuid5`` of the target namespace and the old
 id), so the same file can be imported into several namespaces of one store and
 re-importing still adds nothing.  Text goes through redaction like any write; a
-row whose text changed loses its vector and is re-embedded.  Facts, macros and
-scheduled tasks are not part of version 1.
+row whose text changed loses its vector and is re-embedded.  Vectors of another
+model are kept as they are (search only compares vectors of the store's model;
+``Memory.reembed`` converts them).  Facts, macros and scheduled tasks are not
+part of version 1.
 """
 
 from __future__ import annotations
@@ -352,6 +354,8 @@ def import_json(
     for row in session_rows:
         if namespace is not None:
             row["namespace"] = namespace
+        ev.check_name(row["namespace"], "namespace")
+        ev.check_name(row["session_id"], "session_id")
     added: list[dict[str, Any]] = []
     skipped = 0
     redacted = 0
