@@ -1,0 +1,37 @@
+"""benchmarks/endurance.py keeps working (tiny sizes; the script itself asserts no time)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_endurance_script_runs_and_prints_the_rss_table(tmp_path):
+    store = tmp_path / "endurance.duckdb"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "endurance.py"),
+            "--events",
+            "120",
+            "--searches",
+            "12",
+            "--checkpoints",
+            "2",
+            "--store",
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| events | searches | RSS MiB |" in out
+    assert "| 60 | 6 |" in out and "| 120 | 12 |" in out
+    assert "120 events, 120 embedded, 0 failed" in out
