@@ -389,7 +389,7 @@ class ConsolidationMixin:
         records = self.store.records(
             f"SELECT {', '.join(SUMMARIZER_FIELDS)} FROM events WHERE namespace = ?"
             " AND session_id = ? AND created_at < ? AND kind = 'message'"
-            " AND consolidated_at IS NULL AND content IS NOT NULL ORDER BY created_at, rowid",
+            " AND consolidated_at IS NULL AND content IS NOT NULL ORDER BY created_at, seq",
             [ns, session, report.cutoff],
         )
         name = getattr(summarizer, "__name__", type(summarizer).__name__)

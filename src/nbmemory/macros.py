@@ -38,7 +38,7 @@ MACRO_COLUMNS = [
 
 _LEARN_SQL = """
 WITH tools AS (
-    SELECT session_id, tool_name, created_at, rowid AS seq,
+    SELECT session_id, tool_name, created_at, seq,
            COALESCE(json_extract(metadata, '$.args')::VARCHAR, tool_calls_json) AS args
     FROM events WHERE namespace = ? AND role = 'tool' AND tool_name IS NOT NULL
 ), pairs AS (

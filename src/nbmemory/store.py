@@ -9,7 +9,6 @@ result keeps the connection busy, see DESIGN.md "Traps").
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import re
@@ -89,6 +88,7 @@ _SCHEMA_V1 = [
         key VARCHAR PRIMARY KEY,
         value VARCHAR
     )""",
+    "CREATE SEQUENCE IF NOT EXISTS events_seq START 1",
     # seed 000 `events` (it replaced `messages`) plus namespace, kind, metadata,
     # Astreus scope (graph_id, task_id), embedding_model and updated_at.
     """CREATE TABLE IF NOT EXISTS events (
@@ -112,6 +112,8 @@ _SCHEMA_V1 = [
         embedding_error VARCHAR,
         consolidated_at TIMESTAMP
     )""",
+    # insertion order: breaks created_at ties (rowid is not stable across updates)
+    "ALTER TABLE events ADD COLUMN IF NOT EXISTS seq BIGINT DEFAULT nextval('events_seq')",
     "CREATE SEQUENCE IF NOT EXISTS facts_id_seq START 1",
     """CREATE TABLE IF NOT EXISTS facts (
         id INTEGER PRIMARY KEY DEFAULT nextval('facts_id_seq'),
@@ -290,7 +292,6 @@ class Store:
         self.vectors_version = 0
         self._version_lock = threading.Lock()
         self._local = threading.local()
-        self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._indexes: dict[str, VectorIndex] = {}
         #: Answer unfiltered similarity searches from the in-memory index (exact).
         self.use_index = True
@@ -333,10 +334,6 @@ class Store:
         """Close the connection (idempotent)."""
         with self._lock:
             if self.con is not None:
-                for cursor in self._cursors:
-                    with contextlib.suppress(duckdb.Error):
-                        cursor.close()
-                self._cursors.clear()
                 self._indexes.clear()
                 self.con.close()
                 self.con = None  # type: ignore[assignment]
@@ -347,34 +344,34 @@ class Store:
 
     # -- statement helpers -------------------------------------------------------------
     def _cursor(self) -> duckdb.DuckDBPyConnection:
-        """This thread's cursor: threads run statements side by side (DuckDB's MVCC)."""
+        """The one connection; callers hold ``self._lock`` while they use it.
+
+        One connection per store per process, every statement under one lock:
+        DuckDB's optimistic concurrency between connections can turn a
+        transaction's UPDATE of a row another thread just committed into a silent
+        no-op, and a memory layer must not lose writes.
+        """
         con = self.con
         if con is None:
             raise StoreError("this store is closed; open a new Memory(path)")
-        cursor = getattr(self._local, "cursor", None)
-        if cursor is None or getattr(self._local, "con", None) is not con:
-            with self._lock:
-                cursor = con.cursor()
-                self._cursors.append(cursor)
-            self._local.cursor = cursor
-            self._local.con = con
-        return cursor
+        return con
 
     def _run(self, sql: str, params: Any, fetch: str) -> Any:
-        """Run one statement on this thread's cursor and fetch its result whole."""
-        self.statements_run += 1
-        if _MUTATES_VECTORS.match(sql):
-            with self._version_lock:
-                try:
-                    return self._retrying(sql, params, fetch)
-                finally:
-                    self.vectors_version += 1
-                    if getattr(self._local, "in_transaction", False):
-                        self._local.dirty = True
-        return self._retrying(sql, params, fetch)
+        """Run one statement and fetch its result whole, under the store lock."""
+        with self._lock:
+            self.statements_run += 1
+            if _MUTATES_VECTORS.match(sql):
+                with self._version_lock:
+                    try:
+                        return self._retrying(sql, params, fetch)
+                    finally:
+                        self.vectors_version += 1
+                        if getattr(self._local, "in_transaction", False):
+                            self._local.dirty = True
+            return self._retrying(sql, params, fetch)
 
     def _retrying(self, sql: str, params: Any, fetch: str) -> Any:
-        """Execute; a write-write conflict with another thread is retried (outside transactions)."""
+        """Execute; a write-write conflict (another process in shared mode) is retried."""
         attempts = 1 if getattr(self._local, "in_transaction", False) else 5
         for attempt in range(attempts):
             try:
@@ -427,18 +424,19 @@ class Store:
             and "embedding" in data.column_names
             and data.column("embedding").null_count < data.num_rows
         )
-        cur = self._cursor()
-        view = f"_nbmemory_insert_{threading.get_ident()}"
-        cur.register(view, data)
-        try:
-            sql = f"INSERT INTO {table_name} BY NAME SELECT * FROM {view}"
-            if carries_vectors:
-                self.execute(sql)  # counted as a vector change
-            else:
-                self.statements_run += 1
-                cur.execute(sql).fetchall()
-        finally:
-            cur.unregister(view)
+        with self._lock:
+            cur = self._cursor()
+            view = "_nbmemory_insert"
+            cur.register(view, data)
+            try:
+                sql = f"INSERT INTO {table_name} BY NAME SELECT * FROM {view}"
+                if carries_vectors:
+                    self.execute(sql)  # counted as a vector change
+                else:
+                    self.statements_run += 1
+                    cur.execute(sql).fetchall()
+            finally:
+                cur.unregister(view)
 
     def transaction(self) -> _Transaction:
         """``with store.transaction(): ...`` runs statements atomically under the lock."""
@@ -550,8 +548,9 @@ class Store:
             to_epoch_us(row.get(column)) if column in _TIMESTAMP_COLUMNS else row.get(column)
             for column in _SINGLE_INSERT_COLUMNS
         ]
-        self.statements_run += 1
-        self._retrying(_SINGLE_INSERT_SQL, values, "rows")
+        with self._lock:
+            self.statements_run += 1
+            self._retrying(_SINGLE_INSERT_SQL, values, "rows")
 
     def events(
         self,
@@ -584,9 +583,9 @@ class Store:
         """The last ``limit`` events of one session, oldest first."""
         return self.records(
             f"SELECT {', '.join(READ_COLUMNS)} FROM ("
-            f"  SELECT *, rowid AS _seq FROM events WHERE namespace = ? AND session_id = ?"
-            "   ORDER BY created_at DESC, rowid DESC LIMIT ?"
-            ") ORDER BY created_at, _seq",
+            f"  SELECT * FROM events WHERE namespace = ? AND session_id = ?"
+            "   ORDER BY created_at DESC, seq DESC LIMIT ?"
+            ") ORDER BY created_at, seq",
             [namespace, session_id, int(limit)],
         )
 
@@ -621,24 +620,39 @@ class Store:
                 ).cast(pa.list_(pa.float32())),
             }
         )
-        cur = self._cursor()
-        view = f"_nbmemory_vectors_{threading.get_ident()}"
-        cur.register(view, data)
-        try:
-            with self._version_lock:
-                before = self.vectors_version
-                self.statements_run += 1
-                written = self._retrying(
-                    "UPDATE events SET embedding = v.embedding, embedding_model = ?,"
-                    f" embedding_error = NULL FROM {view} v WHERE events.id = v.id"
-                    " RETURNING events.id, events.namespace",
-                    [model],
-                    "rows",
-                )
-                self.vectors_version += 1
-                after = self.vectors_version
-        finally:
-            cur.unregister(view)
+        with self._lock:
+            cur = self._cursor()
+            view = "_nbmemory_vectors"
+            cur.register(view, data)
+            try:
+                with self._version_lock:
+                    before = self.vectors_version
+                    self.statements_run += 1
+                    try:
+                        written = self._retrying(
+                            "UPDATE events SET embedding = v.embedding, embedding_model = ?,"
+                            f" embedding_error = NULL FROM {view} v WHERE events.id = v.id"
+                            " RETURNING events.id, events.namespace",
+                            [model],
+                            "rows",
+                        )
+                    finally:
+                        self.vectors_version += 1
+                    after = self.vectors_version
+            finally:
+                cur.unregister(view)
+            self._after_vectors_written(ids, vectors, model, written, before, after)
+
+    def _after_vectors_written(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        model: str,
+        written: list[tuple[str, str]],
+        before: int,
+        after: int,
+    ) -> None:
+        """Apply a write of vectors to the in-memory indexes (store lock held)."""
         index = self._indexes.get(model)
         if index is not None and written:
             row_of = {event_id: i for i, event_id in enumerate(ids)}
@@ -665,25 +679,28 @@ class Store:
                 "error": pa.array(list(errors.values()), pa.string()),
             }
         )
-        cur = self._cursor()
-        view = f"_nbmemory_errors_{threading.get_ident()}"
-        cur.register(view, data)
-        try:
-            with self._version_lock:
-                before = self.vectors_version
-                self.statements_run += 1
-                self._retrying(
-                    "UPDATE events SET embedding = NULL, embedding_error = e.error"
-                    f" FROM {view} e WHERE events.id = e.id",
-                    None,
-                    "rows",
-                )
-                self.vectors_version += 1
-                after = self.vectors_version
-        finally:
-            cur.unregister(view)
-        for index in self._indexes.values():
-            index.apply(before, after, lambda i=index: i.remove(errors))
+        with self._lock:
+            cur = self._cursor()
+            view = "_nbmemory_errors"
+            cur.register(view, data)
+            try:
+                with self._version_lock:
+                    before = self.vectors_version
+                    self.statements_run += 1
+                    try:
+                        self._retrying(
+                            "UPDATE events SET embedding = NULL, embedding_error = e.error"
+                            f" FROM {view} e WHERE events.id = e.id",
+                            None,
+                            "rows",
+                        )
+                    finally:
+                        self.vectors_version += 1
+                    after = self.vectors_version
+            finally:
+                cur.unregister(view)
+            for index in self._indexes.values():
+                index.apply(before, after, lambda i=index: i.remove(errors))
 
     # -- relevance ---------------------------------------------------------------------
     def vector_index(self, model: str) -> VectorIndex:
@@ -692,7 +709,7 @@ class Store:
         if index is None:
             index = self._indexes.setdefault(model, VectorIndex(model))
         if index.version != self.vectors_version:
-            with index._lock:
+            with self._lock, index._lock:  # lock order: store, then index, then version
                 if index.version != self.vectors_version:
                     self._rebuild(index)
         return index
@@ -860,18 +877,19 @@ class Store:
         if namespace is not None:
             sql += " AND namespace = ?"
             params.append(namespace)
-        with self._version_lock:
-            before = self.vectors_version
-            self.statements_run += 1
-            deleted = [
-                r[0] for r in self._cursor().execute(sql + " RETURNING id", params).fetchall()
-            ]
-            self.vectors_version += 1
-            after = self.vectors_version
-            if getattr(self._local, "in_transaction", False):
-                self._local.dirty = True
-        for index in self._indexes.values():
-            index.apply(before, after, lambda i=index: i.remove(deleted))
+        with self._lock:
+            with self._version_lock:
+                before = self.vectors_version
+                self.statements_run += 1
+                try:
+                    deleted = [r[0] for r in self._retrying(sql + " RETURNING id", params, "rows")]
+                finally:
+                    self.vectors_version += 1
+                    if getattr(self._local, "in_transaction", False):
+                        self._local.dirty = True
+                after = self.vectors_version
+            for index in self._indexes.values():
+                index.apply(before, after, lambda i=index: i.remove(deleted))
         return deleted
 
     def counts(self) -> pd.DataFrame:
