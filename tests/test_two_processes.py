@@ -233,3 +233,61 @@ def test_a_shared_kernel_sees_what_another_wrote_after_it_cached(tmp_path):
         assert mem.recent("s", 1)["id"].iloc[0] == their_id
         assert mem.get_event(their_id).content == "the zebra crossing is on Elm street"
         assert mem.store.external_changes >= 1
+
+
+SHARED_HOLDER = """
+import sys
+from nbmemory import Memory
+mem = Memory(sys.argv[1], embedder="hash", shared=True)
+mem.add_event("demo", "user", "the kernel was here first")
+assert mem.flush(timeout=120)
+print("ready", flush=True)
+sys.stdin.readline()  # stay open while the CLI runs
+print("seen", len(mem.events(session_id="demo")), flush=True)
+mem.close()
+"""
+
+
+def test_nbmemory_shared_env_lets_the_cli_share_with_an_open_kernel(tmp_path):
+    path = str(tmp_path / "with-cli.duckdb")
+    kernel = _spawn(SHARED_HOLDER, path)
+    try:
+        _expect(kernel, "ready")
+        script = Path(sys.executable).with_name("nbmemory")
+        run = [str(script), "demo", "--store", path, "--embedder", "hash"]
+        refused = subprocess.run(
+            run, capture_output=True, text=True, env=_env(NBMEMORY_SHARED="maybe"), timeout=HANG
+        )
+        assert refused.returncode == 1
+        assert refused.stderr.strip() == (
+            "nbmemory: error: NBMEMORY_SHARED='maybe' must be 1 or 0 (true/false)"
+        )
+        shared = subprocess.run(
+            run, capture_output=True, text=True, env=_env(NBMEMORY_SHARED="1"), timeout=HANG
+        )
+        assert shared.returncode == 0, shared.stderr
+        kernel.stdin.write("go\n")
+        kernel.stdin.flush()
+        # the open kernel sees its own event plus the demo conversation the CLI wrote
+        assert int(_expect(kernel, "seen")) == 1 + 7
+        assert kernel.wait(timeout=HANG) == 0
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+            kernel.wait()
+
+
+def test_nbmemory_shared_env_is_the_default_and_an_explicit_argument_wins(tmp_path, monkeypatch):
+    from nbmemory.shared import SharedStore
+
+    path = str(tmp_path / "env.duckdb")
+    monkeypatch.setenv("NBMEMORY_SHARED", "1")
+    with Memory(path, embedder="hash") as mem:
+        assert isinstance(mem.store, SharedStore)
+    with Memory(path, embedder="hash", shared=False) as mem:
+        assert not isinstance(mem.store, SharedStore)
+    with Memory(":memory:", embedder="hash") as mem:  # nothing to share: stays private
+        assert not isinstance(mem.store, SharedStore)
+    monkeypatch.setenv("NBMEMORY_SHARED", "0")
+    with Memory(path, embedder="hash") as mem:
+        assert not isinstance(mem.store, SharedStore)

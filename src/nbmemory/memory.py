@@ -63,7 +63,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
     callable ``list[str] -> array``.  Keyword settings (``relevance_threshold=0.5``)
     override :class:`~nbmemory.config.Settings` defaults.  ``shared=True`` lets
     several processes use the same file, each holding it only while an operation
-    runs (slower; see :mod:`nbmemory.shared`).
+    runs (slower; see :mod:`nbmemory.shared`); ``None`` reads ``$NBMEMORY_SHARED``.
     """
 
     def __init__(
@@ -74,7 +74,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         settings: Settings | None = None,
         namespace: str = DEFAULT_NAMESPACE,
         read_only: bool = False,
-        shared: bool = False,
+        shared: bool | None = None,
         token_counter: Callable[[str], int] = estimate_tokens,
         actor: str = "api",
         **overrides: Any,
@@ -86,6 +86,10 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         #: Who the audit trail says made the changes through this object.
         self.actor = actor
         self.path = str(path) if path is not None else _default_path()
+        if shared is None and self.path != ":memory:":  # $NBMEMORY_SHARED=1: magics, CLI
+            from .shared import shared_from_env
+
+            shared = shared_from_env()
         if shared:  # several kernels on one file, taking turns (see nbmemory.shared)
             from .shared import SharedStore, SharedWorkingMemory
 

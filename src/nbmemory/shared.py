@@ -50,6 +50,20 @@ from .working_memory import WorkingMemory
 ENV_LOCK_TIMEOUT = "NBMEMORY_LOCK_TIMEOUT"
 
 
+#: Environment variable: ``1`` makes ``Memory(path)`` shared unless ``shared=`` is given.
+ENV_SHARED = "NBMEMORY_SHARED"
+
+
+def shared_from_env() -> bool:
+    """``$NBMEMORY_SHARED`` as a bool (unset or empty: False), so magics and the CLI can share."""
+    raw = os.environ.get(ENV_SHARED, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise StoreError(f"{ENV_SHARED}={raw!r} must be 1 or 0 (true/false)")
+
+
 def default_lock_timeout() -> float:
     """``$NBMEMORY_LOCK_TIMEOUT`` seconds, else 30: how long a shared store waits its turn."""
     raw = os.environ.get(ENV_LOCK_TIMEOUT, "30")
