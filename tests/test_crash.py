@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import duckdb
@@ -140,7 +141,7 @@ class Stuck:
         threading.Event().wait()  # a model that never answers
 
 path, mode = sys.argv[1], sys.argv[2]
-mem = Memory(path, embedder=Stuck() if mode == "stuck" else "hash")
+mem = Memory(path, embedder=Stuck() if mode == "stuck" else "hash", shared=mode == "shared")
 mem.add_events([{"session_id": "s", "role": "user", "content": f"queued {i}"} for i in range(3000)])
 for i in range(20):
     mem.add_event("s", "user", f"single {i}")
@@ -152,7 +153,7 @@ print("leaving without close()", flush=True)
 """
 
 
-@pytest.mark.parametrize("mode", ["hash", "stuck", "consolidation"])
+@pytest.mark.parametrize("mode", ["hash", "stuck", "consolidation", "shared"])
 def test_exit_without_close_does_not_hang_and_loses_nothing(tmp_path, mode):
     path = str(tmp_path / f"exit-{mode}.duckdb")
     result = subprocess.run(
@@ -169,3 +170,26 @@ def test_exit_without_close_does_not_hang_and_loses_nothing(tmp_path, mode):
         assert len(mem.events()) == 3020
         assert mem.flush(timeout=HANG) is True
         assert mem.status()["embedded"] == 3020
+
+
+def _nbmemory_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("nbmemory-") and t.is_alive()}
+
+
+def test_close_stops_the_embedding_and_consolidation_threads(store_path):
+    before = _nbmemory_threads()
+    mem = Memory(store_path, embedder="hash")
+    mem.add_events([{"session_id": "s", "role": "user", "content": f"t {i}"} for i in range(500)])
+    consolidator = mem.start_consolidation(interval_hours=1)
+    run = consolidator.trigger()
+    started = _nbmemory_threads() - before
+    assert {t.name for t in started} >= {"nbmemory-embedder", "nbmemory-consolidation"}
+    assert consolidator.wait_for_run(run, timeout=HANG)
+    mem.close()
+    for thread in started:
+        thread.join(timeout=HANG)  # the failure detector: a thread that never ends
+        assert not thread.is_alive(), thread.name
+    assert not consolidator.alive and mem.consolidator is None
+    with Memory(store_path, embedder="hash") as again:  # queued texts were not lost
+        assert again.flush(timeout=HANG)
+        assert again.status()["embedded"] == len(again.events()) >= 500
