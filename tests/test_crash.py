@@ -50,7 +50,7 @@ class Stuck:
         threading.Event().wait()
 
 path, mode, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
-mem = Memory(path, embedder=Stuck() if mode == "stuck" else "hash")
+mem = Memory(path, embedder=Stuck() if mode == "stuck" else "hash", shared=mode == "shared")
 i = start
 while True:
     event = mem.add_event(f"s{i % 3}", "user", f"memory number {i}", metadata={"i": i})
@@ -125,6 +125,24 @@ def test_repeated_sigkills_on_one_file_keep_every_returned_event(tmp_path):
         assert mem.flush(timeout=HANG) is True
         assert mem.status()["pending"] == 0
         assert mem.audit_log(action="add")["target_ids"].map(len).sum() >= len(returned)
+
+
+def test_a_shared_kernel_killed_mid_lease_does_not_block_the_others(tmp_path):
+    path = str(tmp_path / "shared-killed.duckdb")
+    with Memory(path, embedder="hash", shared=True) as mine:
+        mine.add_event("mine", "user", "written before the other kernel started")
+        # the child takes a lease for every statement, so the kill lands inside one
+        # or between two; either way the kernel drops its locks with the process
+        returned = _stream_and_kill(path, "shared", 0, 80)
+        assert set(returned) <= set(mine.events()["id"])
+        after = mine.add_event("mine", "user", "written after the other kernel died")
+        assert mine.flush(timeout=HANG)
+        assert mine.recent("mine", 1)["id"].iloc[0] == after.id
+        assert mine.get_event(after.id).embedding_model == mine.model_name
+    # what the dead kernel left without a vector is embedded at the next open
+    with Memory(path, embedder="hash", shared=True) as again:
+        assert again.flush(timeout=HANG)
+        assert again.status()["pending"] == 0
 
 
 EXIT_CHILD = """
