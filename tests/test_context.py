@@ -9,8 +9,12 @@ from nbmemory import InvalidInput, Memory
 
 
 @pytest.fixture
-def conversation(mem):
-    """15 turns in s1, salient memories elsewhere, and one clearly relevant old turn."""
+def conversation(store_path):
+    """15 turns in s1, salient memories elsewhere, and one clearly relevant old turn.
+
+    The ``spec`` profile: seed 000's relevance (cosine > 0.65), as these tests assert.
+    """
+    mem = Memory(store_path, embedder="hash", profile="spec")
     for i in range(15):
         mem.add_event(
             "s1", "user", f"small talk number {i}", created_at=f"2024-01-01T10:{i:02d}:00"
@@ -25,7 +29,8 @@ def conversation(mem):
         )
     mem.add_event("s0", "user", "My name is John and I love TypeScript", created_at="2023-11-01")
     mem.flush()
-    return mem
+    yield mem
+    mem.close()
 
 
 def test_each_strategy_with_the_spec_defaults(conversation):

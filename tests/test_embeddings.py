@@ -115,7 +115,10 @@ def test_failing_texts_get_embedding_error_and_the_rest_are_searchable(store_pat
         assert "model exploded" in errors["please raise"]
         assert "NaN" in errors["a nan here"]
         assert errors["wrongdim text"]
-        assert set(mem.search("good", limit=10)["content"]) == {"good one", "good two"}
+        assert set(mem.search("good", limit=10, mode="vector")["content"]) == {
+            "good one",
+            "good two",
+        }
         assert mem.status()["failed"] == 3
         embedder.broken = False
         assert mem.retry_failed_embeddings() == 3

@@ -128,7 +128,8 @@ def test_add_events_is_all_or_nothing(mem):
     assert mem.events().empty
 
 
-def test_search_ranks_by_cosine_best_first(mem):
+def test_search_ranks_by_cosine_best_first(store_path):
+    mem = Memory(store_path, embedder="hash", profile="spec")
     mem.add_event("s", "user", "My name is John and I love TypeScript")
     mem.add_event("s", "user", "The weather in Lisbon is sunny today")
     mem.add_event("s", "user", "Budget for the project is 50k")
@@ -146,6 +147,7 @@ def test_search_ranks_by_cosine_best_first(mem):
     assert hits["content"].iloc[0].startswith("My name is John")
     assert hits["similarity"].is_monotonic_decreasing
     assert len(mem.search("anything", limit=2)) == 2
+    mem.close()
 
 
 def test_search_similarity_equals_numpy_cosine(mem):
@@ -212,8 +214,11 @@ def test_vectors_from_different_models_are_never_compared(store_path):
     with Memory(store_path, embedder=HashEmbedder(256)) as other:
         other.add_event("s", "user", "stored with model two")
         other.flush()
-        hits = other.search("stored with model", limit=10)
+        hits = other.search("stored with model", limit=10, mode="vector")
         assert hits["content"].tolist() == ["stored with model two"]
+        # keywords know no model: the other row is found, without a similarity
+        mixed = other.search("stored with model", limit=10, mode="keyword").set_index("content")
+        assert np.isnan(mixed.loc["stored with model one", "similarity"])
         assert other.status()["events"] == 2
         # switching for good: reembed converts the old rows to the current model
         assert other.reembed() == 1
@@ -306,8 +311,16 @@ def test_context_manager_closes(store_path):
 
 
 def test_settings_are_validated_and_replaceable():
-    settings = Settings()
+    settings = Settings(profile="spec")  # seed 000's numbers exactly
     assert settings.working_memory_cap == 50 and settings.relevance_threshold == 0.65
+    assert settings.search_mode == "vector"
+    hybrid = Settings()  # the default profile lowers the cosine floor and fuses keywords
+    assert hybrid.profile == "hybrid" and hybrid.relevance_threshold == 0.2
+    assert hybrid.search_mode == "hybrid"
+    assert hybrid.replace(profile="spec").relevance_threshold == 0.65
+    assert Settings(relevance_threshold=0.5).replace(profile="spec").relevance_threshold == 0.5
+    with pytest.raises(InvalidInput, match="unknown profile"):
+        Settings(profile="fast")
     assert settings.similarity_threshold == 0.7 and settings.max_memory_tokens == 4096
     assert settings.recency_limit == 10 and settings.salience_limit == 5
     assert settings.importance_by_role == {

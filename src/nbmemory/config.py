@@ -44,12 +44,21 @@ class Settings:
     recency_limit: int = 10
     salience_threshold: float = 0.8
     salience_limit: int = 5
-    relevance_threshold: float = 0.65
+    #: Cosine similarity a memory must exceed to be "relevant" in get_context.
+    #: ``None`` takes the profile's value: 0.65 for ``spec`` (seed 000), 0.2 for ``hybrid``.
+    relevance_threshold: float | None = None
     relevance_limit: int = 5
     importance_by_role: dict[str, float] = field(default_factory=_default_importance)
     consolidation_interval_hours: float = 6.0
     # seed 004: similarity search
     similarity_threshold: float = 0.7
+    # retrieval profile (issue 9): "hybrid" (default) fuses cosine similarity with
+    # BM25 keywords and neighbouring turns; "spec" is seed 000's cosine-only relevance.
+    profile: str = "hybrid"
+    keyword_weight: float = 0.5
+    neighbor_weight: float = 0.5
+    hybrid_candidates: int = 50
+    relevance_threshold_explicit: bool | None = field(default=None, repr=False, compare=False)
     # seed 003: sessions, audit, injected context
     session_ttl_hours: float = 24.0
     max_concurrent_sessions: int = 5
@@ -65,6 +74,19 @@ class Settings:
     max_content_bytes: int = 1_000_000
 
     def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise InvalidInput(f"unknown profile {self.profile!r}; profiles: {', '.join(PROFILES)}")
+        if self.relevance_threshold_explicit is None:
+            object.__setattr__(
+                self, "relevance_threshold_explicit", self.relevance_threshold is not None
+            )
+        if self.relevance_threshold is None:
+            object.__setattr__(
+                self, "relevance_threshold", PROFILES[self.profile]["relevance_threshold"]
+            )
+        for name in ("keyword_weight", "neighbor_weight"):
+            check_unit_interval(getattr(self, name), name)
+        check_limit(self.hybrid_candidates, "hybrid_candidates", allow_zero=False)
         for name in ("salience_threshold", "relevance_threshold", "similarity_threshold"):
             check_unit_interval(getattr(self, name), name, low=-1.0)
         for name in (
@@ -99,17 +121,39 @@ class Settings:
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied (and validated); unknown names are an error."""
-        known = {f.name for f in dataclasses.fields(self)}
+        known = {f.name for f in dataclasses.fields(self)} - {"relevance_threshold_explicit"}
         unknown = sorted(set(changes) - known)
         if unknown:
             raise InvalidInput(
                 f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
             )
-        return dataclasses.replace(self, **changes)
+        explicit = bool(self.relevance_threshold_explicit) or (
+            changes.get("relevance_threshold") is not None
+        )
+        if "relevance_threshold" in changes and changes["relevance_threshold"] is None:
+            explicit = False  # back to the profile's value
+        if "profile" in changes and not explicit:
+            changes["relevance_threshold"] = None  # follow the new profile
+        return dataclasses.replace(self, relevance_threshold_explicit=explicit, **changes)
+
+    @property
+    def search_mode(self) -> str:
+        """How :meth:`Memory.search` ranks by default: ``"hybrid"`` or ``"vector"``."""
+        return PROFILES[self.profile]["search_mode"]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of every setting (for display, export and audit)."""
-        return dataclasses.asdict(self)
+        values = dataclasses.asdict(self)
+        values.pop("relevance_threshold_explicit", None)
+        return values
+
+
+#: Retrieval profiles.  ``spec`` is seed 000 exactly; ``hybrid`` is the default
+#: because it finds more of what answers a question (LoCoMo recall@10, README).
+PROFILES: dict[str, dict[str, Any]] = {
+    "spec": {"relevance_threshold": 0.65, "search_mode": "vector"},
+    "hybrid": {"relevance_threshold": 0.2, "search_mode": "hybrid"},
+}
 
 
 def default_store_path() -> str:

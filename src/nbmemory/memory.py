@@ -24,11 +24,12 @@ from .config import DEFAULT_NAMESPACE, Settings, check_limit, check_unit_interva
 from .config import default_store_path as _default_path
 from .embeddings import Embedder, EmbeddingWorker, estimate_tokens, resolve_embedder
 from .errors import EmbedderError, InvalidInput, MemoryNotFound
+from .hybrid import HybridHit, hybrid_rank
 from .longterm import LongTermMixin
 from .research import ResearchMixin
 from .retrieval import Context, merge
 from .state import StateMixin
-from .store import READ_COLUMNS, Store
+from .store import READ_COLUMNS, Store, where_clause
 from .working_memory import WorkingMemory
 
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
@@ -44,7 +45,13 @@ SEARCH_COLUMNS = [
     "namespace",
     "kind",
     "metadata",
+    "score",
+    "keyword_score",
+    "signals",
 ]
+
+#: Rankings :meth:`Memory.search` offers (see nbmemory.hybrid).
+SEARCH_MODES = ("hybrid", "vector", "keyword")
 
 
 class Memory(LongTermMixin, StateMixin, ResearchMixin):
@@ -455,6 +462,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         *,
         limit: int = 5,
         threshold: float | None = None,
+        mode: str | None = None,
         namespace: str | None = None,
         session_id: str | None = None,
         role: str | None = None,
@@ -463,34 +471,52 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         until: Any = None,
         filters: dict[str, Any] | None = None,
     ) -> pd.DataFrame:
-        """Memories ranked by cosine similarity to ``query``, best first.
+        """Memories most relevant to ``query``, best first.
 
-        Without ``threshold`` this is plain top-``limit`` ranking; with one, only
-        hits with similarity >= threshold are kept (``df.attrs["best_similarity"]``
+        ``mode`` is ``"hybrid"`` (cosine similarity fused with BM25 keywords and
+        neighbouring turns: the default of the ``hybrid`` profile), ``"vector"``
+        (plain cosine ranking: the ``spec`` profile) or ``"keyword"`` (BM25 only).
+        Every row has its cosine ``similarity``; ``score`` is what it was ranked by
+        and ``signals`` says which signals found it.  ``threshold`` keeps only hits
+        whose cosine similarity is >= threshold (``df.attrs["best_similarity"]``
         then tells how close the best memory came when nothing passed).
         """
         self._check_open()
         limit = check_limit(limit, "limit")
         if threshold is not None:
             threshold = check_unit_interval(threshold, "threshold", low=-1.0)
+        mode = self._settings.search_mode if mode is None else mode
+        if mode not in SEARCH_MODES:
+            raise InvalidInput(f"unknown search mode {mode!r}; modes: {', '.join(SEARCH_MODES)}")
         flt = self._filters(filters, session_id=session_id, role=role, kind=kind)
         start = ev.to_utc(since, "since") if since is not None else None
         end = ev.to_utc(until, "until") if until is not None else None
         ns = self._ns(namespace)
         vector = self.embed_query(query)
-        hits = self.store.similarity_search(
-            vector,
-            self.model_name,
-            limit=limit,
-            namespace=ns,
-            threshold=threshold,
-            filters=flt,
-            since=start,
-            until=end,
-        )
+        if mode == "vector":
+            hits = self.store.similarity_search(
+                vector,
+                self.model_name,
+                limit=limit,
+                namespace=ns,
+                threshold=threshold,
+                filters=flt,
+                since=start,
+                until=end,
+            )
+            hits["score"] = hits["similarity"]
+            hits["keyword_score"] = np.nan
+            hits["signals"] = "vector"
+        else:
+            allowed = self._allowed_ids(ns, flt, start, end)
+            ranked = self._ranked(
+                query, vector, ns, limit=limit, threshold=threshold, mode=mode, allowed=allowed
+            )
+            hits = self._hits_frame(ranked)
         frame = hits.reindex(columns=SEARCH_COLUMNS)
         frame.attrs["query"] = query
         frame.attrs["threshold"] = threshold
+        frame.attrs["mode"] = mode
         if threshold is not None and frame.empty:
             best = self.store.similarity_search(
                 vector, self.model_name, limit=1, namespace=ns, filters=flt, since=start, until=end
@@ -499,6 +525,91 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
                 None if best.empty else float(best["similarity"].iloc[0])
             )
         return frame
+
+    def _allowed_ids(
+        self, namespace: str, filters: dict[str, Any], since: Any, until: Any
+    ) -> set[str] | None:
+        """Ids passing the filters (None when there are none: everything in the namespace)."""
+        if not filters and since is None and until is None:
+            return None
+        clauses, params = where_clause(
+            namespace=namespace, filters=filters, since=since, until=until
+        )
+        rows = self.store.fetchall(f"SELECT id FROM events WHERE {' AND '.join(clauses)}", params)
+        return {row[0] for row in rows}
+
+    def _ranked(
+        self,
+        query: str,
+        vector: np.ndarray,
+        namespace: str,
+        *,
+        limit: int,
+        threshold: float | None,
+        mode: str,
+        allowed: set[str] | None = None,
+        strict: bool = False,
+    ) -> list[HybridHit]:
+        """Keyword or hybrid ranking from the in-memory indexes."""
+        s = self._settings
+        vectors = self.store.vector_index(self.model_name)
+        keywords = self.store.keyword_index()
+        if mode == "keyword":
+            scores = keywords.scores(query, namespace, allowed=allowed)
+            order = sorted(scores, key=lambda i: (-scores[i], i))
+            cosine = vectors.similarities(vector, order[: max(limit * 4, limit + 20)])
+            hits = []
+            for event_id in order:
+                similarity = cosine.get(event_id)
+                if threshold is not None and (similarity is None or similarity < threshold):
+                    continue
+                hits.append(
+                    HybridHit(event_id, scores[event_id], similarity, scores[event_id], ["keyword"])
+                )
+                if len(hits) == limit:
+                    break
+            return hits
+        return hybrid_rank(
+            vectors,
+            keywords,
+            query,
+            vector,
+            namespace=namespace,
+            limit=limit,
+            floor=threshold,
+            strict=strict,
+            keyword_weight=s.keyword_weight,
+            neighbor_weight=s.neighbor_weight,
+            candidates=max(s.hybrid_candidates, limit),
+            allowed=allowed,
+        )
+
+    def _hits_frame(self, hits: list[HybridHit]) -> pd.DataFrame:
+        """Stored rows of ranked hits, in rank order, with their scores."""
+        columns = [*READ_COLUMNS, "similarity", "score", "keyword_score", "signals"]
+        if not hits:
+            return pd.DataFrame(columns=columns)
+        ids = [hit.id for hit in hits]
+        rows = {
+            r["id"]: r
+            for r in self.store.records(
+                f"SELECT {', '.join(READ_COLUMNS)} FROM events"
+                f" WHERE id IN ({', '.join('?' for _ in ids)})",
+                ids,
+            )
+        }
+        records = []
+        for hit in hits:
+            row = rows.get(hit.id)
+            if row is None:  # deleted meanwhile
+                continue
+            row = dict(row)
+            row["similarity"] = np.nan if hit.similarity is None else hit.similarity
+            row["score"] = hit.score
+            row["keyword_score"] = hit.keyword_score
+            row["signals"] = ", ".join(hit.signals)
+            records.append(row)
+        return pd.DataFrame.from_records(records, columns=columns)
 
     def get_context(
         self,
@@ -556,14 +667,26 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         vector = None
         if query is not None and relevance_limit:
             vector = self.embed_query(query)
-            relevance = self.store.similarity_search(
-                vector,
-                self.model_name,
-                limit=relevance_limit,
-                namespace=ns,
-                threshold=relevance_threshold,
-                strict=True,
-            ).to_dict(orient="records")
+            if s.search_mode == "hybrid":
+                ranked = self._ranked(
+                    query,
+                    vector,
+                    ns,
+                    limit=relevance_limit,
+                    threshold=relevance_threshold,
+                    mode="hybrid",
+                    strict=True,
+                )
+                relevance = self._hits_frame(ranked).to_dict(orient="records")
+            else:
+                relevance = self.store.similarity_search(
+                    vector,
+                    self.model_name,
+                    limit=relevance_limit,
+                    namespace=ns,
+                    threshold=relevance_threshold,
+                    strict=True,
+                ).to_dict(orient="records")
         items = merge(recency, salience, relevance)
         context = Context(
             session_id=session_id,

@@ -29,6 +29,8 @@ FRAME_COLUMNS = [
     "created_at",
     "importance",
     "similarity",
+    "relevance_score",
+    "signals",
     "recency_rank",
     "strategies",
     "rank",
@@ -49,6 +51,10 @@ class ContextItem:
     session_id: str
     kind: str = "message"
     similarity: float | None = None
+    #: What the relevance strategy ranked by (the fused score in the hybrid profile)
+    relevance_score: float | None = None
+    #: Signals of the relevance strategy: vector, keyword, neighbour
+    signals: str | None = None
     recency_rank: int | None = None
     strategies: list[str] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
@@ -61,7 +67,7 @@ class ContextItem:
 
     def sort_key(self) -> tuple:
         best = min(self.positions, key=lambda s: (self.positions[s], _PRIORITY[s]))
-        return (-self.score, _PRIORITY[best], -(self.similarity or -2.0))
+        return (-self.score, _PRIORITY[best], -(self.relevance_score or -2.0))
 
 
 class Prompt(str):
@@ -124,6 +130,8 @@ class Context:
                 "created_at": item.created_at,
                 "importance": item.importance,
                 "similarity": item.similarity,
+                "relevance_score": item.relevance_score,
+                "signals": item.signals,
                 "recency_rank": item.recency_rank,
                 "strategies": ", ".join(item.strategies),
                 "rank": item.rank,
@@ -134,6 +142,7 @@ class Context:
         ]
         frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
         frame["similarity"] = frame["similarity"].astype("float64")
+        frame["relevance_score"] = frame["relevance_score"].astype("float64")
         frame["recency_rank"] = frame["recency_rank"].astype("Int64")
         return frame
 
@@ -231,7 +240,10 @@ def merge(
         return item
 
     for position, record in enumerate(relevance):
-        add(record, "relevance", position).similarity = float(record["similarity"])
+        item = add(record, "relevance", position)
+        item.similarity = _number(record.get("similarity"))
+        item.relevance_score = _number(record.get("score", record.get("similarity")))
+        item.signals = record.get("signals") or "vector"
     for position, record in enumerate(salience):
         add(record, "salience", position)
     for position, record in enumerate(recency):
@@ -241,6 +253,13 @@ def merge(
         item.strategies.sort(key=_PRIORITY.__getitem__)
         item.rank = rank
     return ranked
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return None if number != number else number
 
 
 def _as_datetime(value: Any) -> dt.datetime:

@@ -9,6 +9,7 @@ result keeps the connection busy, see DESIGN.md "Traps").
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -24,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidInput, StoreError, StoreLocked
+from .keyword_index import KeywordIndex
 from .vector_index import VectorIndex
 
 SCHEMA_VERSION = 1
@@ -288,9 +290,12 @@ class Store:
         self._lock = threading.RLock()
         #: Number of statements run; tests use it to prove a read touched no SQL.
         self.statements_run = 0
-        #: Bumped by every statement that may change stored vectors (see vector_index.py).
+        #: Bumped by every statement that may change stored vectors (see vector_index.py)
+        #: and by every one that may change content (see keyword_index.py).
         self.vectors_version = 0
+        self.text_version = 0
         self._version_lock = threading.Lock()
+        self._keywords: KeywordIndex | None = None
         self._local = threading.local()
         self._indexes: dict[str, VectorIndex] = {}
         #: Answer unfiltered similarity searches from the in-memory index (exact).
@@ -361,14 +366,38 @@ class Store:
         with self._lock:
             self.statements_run += 1
             if _MUTATES_VECTORS.match(sql):
-                with self._version_lock:
-                    try:
-                        return self._retrying(sql, params, fetch)
-                    finally:
-                        self.vectors_version += 1
-                        if getattr(self._local, "in_transaction", False):
-                            self._local.dirty = True
+                with self._mutation(vectors=True, text=True):
+                    return self._retrying(sql, params, fetch)
             return self._retrying(sql, params, fetch)
+
+    @contextlib.contextmanager
+    def _mutation(self, *, vectors: bool, text: bool):
+        """Count a change of ``events`` (store lock held); yields a :class:`_Change`.
+
+        The caches may apply the change themselves only when it committed on its
+        own (``change.applicable``); inside a transaction the commit (or rollback)
+        bumps the versions again, so the caches rebuild instead.
+        """
+        change = _Change()
+        with self._version_lock:
+            change.before = (self.vectors_version, self.text_version)
+            try:
+                yield change
+            finally:
+                if vectors:
+                    self.vectors_version += 1
+                if text:
+                    self.text_version += 1
+                change.after = (self.vectors_version, self.text_version)
+                if getattr(self._local, "in_transaction", False):
+                    self._local.dirty = True
+                    change.applicable = False
+
+    def mark_stale(self) -> None:
+        """Make every in-memory cache rebuild on its next use (another writer changed the file)."""
+        with self._version_lock:
+            self.vectors_version += 1
+            self.text_version += 1
 
     def _retrying(self, sql: str, params: Any, fetch: str) -> Any:
         """Execute; a write-write conflict (another process in shared mode) is retried."""
@@ -430,13 +459,19 @@ class Store:
             cur.register(view, data)
             try:
                 sql = f"INSERT INTO {table_name} BY NAME SELECT * FROM {view}"
-                if carries_vectors:
-                    self.execute(sql)  # counted as a vector change
-                else:
-                    self.statements_run += 1
-                    cur.execute(sql).fetchall()
+                self.statements_run += 1
+                if table_name != "events":
+                    self._retrying(sql, None, "rows")
+                    return
+                with self._mutation(vectors=carries_vectors, text=True) as change:
+                    inserted = self._retrying(
+                        sql + " RETURNING id, namespace, session_id, content, created_at, seq",
+                        None,
+                        "rows",
+                    )
             finally:
                 cur.unregister(view)
+            self._keywords_apply(change, lambda k: k.add(inserted))
 
     def transaction(self) -> _Transaction:
         """``with store.transaction(): ...`` runs statements atomically under the lock."""
@@ -550,7 +585,9 @@ class Store:
         ]
         with self._lock:
             self.statements_run += 1
-            self._retrying(_SINGLE_INSERT_SQL, values, "rows")
+            with self._mutation(vectors=False, text=True) as change:
+                inserted = self._retrying(_SINGLE_INSERT_SQL, values, "rows")
+            self._keywords_apply(change, lambda k: k.add(inserted))
 
     def events(
         self,
@@ -625,23 +662,21 @@ class Store:
             view = "_nbmemory_vectors"
             cur.register(view, data)
             try:
-                with self._version_lock:
-                    before = self.vectors_version
-                    self.statements_run += 1
-                    try:
-                        written = self._retrying(
-                            "UPDATE events SET embedding = v.embedding, embedding_model = ?,"
-                            f" embedding_error = NULL FROM {view} v WHERE events.id = v.id"
-                            " RETURNING events.id, events.namespace",
-                            [model],
-                            "rows",
-                        )
-                    finally:
-                        self.vectors_version += 1
-                    after = self.vectors_version
+                self.statements_run += 1
+                with self._mutation(vectors=True, text=False) as change:
+                    written = self._retrying(
+                        "UPDATE events SET embedding = v.embedding, embedding_model = ?,"
+                        f" embedding_error = NULL FROM {view} v WHERE events.id = v.id"
+                        " RETURNING events.id, events.namespace",
+                        [model],
+                        "rows",
+                    )
             finally:
                 cur.unregister(view)
-            self._after_vectors_written(ids, vectors, model, written, before, after)
+            if change.applicable:
+                self._after_vectors_written(
+                    ids, vectors, model, written, change.before[0], change.after[0]
+                )
 
     def _after_vectors_written(
         self,
@@ -684,23 +719,19 @@ class Store:
             view = "_nbmemory_errors"
             cur.register(view, data)
             try:
-                with self._version_lock:
-                    before = self.vectors_version
-                    self.statements_run += 1
-                    try:
-                        self._retrying(
-                            "UPDATE events SET embedding = NULL, embedding_error = e.error"
-                            f" FROM {view} e WHERE events.id = e.id",
-                            None,
-                            "rows",
-                        )
-                    finally:
-                        self.vectors_version += 1
-                    after = self.vectors_version
+                self.statements_run += 1
+                with self._mutation(vectors=True, text=False) as change:
+                    self._retrying(
+                        "UPDATE events SET embedding = NULL, embedding_error = e.error"
+                        f" FROM {view} e WHERE events.id = e.id",
+                        None,
+                        "rows",
+                    )
             finally:
                 cur.unregister(view)
-            for index in self._indexes.values():
-                index.apply(before, after, lambda i=index: i.remove(errors))
+            if change.applicable:
+                for index in self._indexes.values():
+                    index.apply(change.before[0], change.after[0], lambda i=index: i.remove(errors))
 
     # -- relevance ---------------------------------------------------------------------
     def vector_index(self, model: str) -> VectorIndex:
@@ -739,6 +770,34 @@ class Store:
         index.rebuild(
             table.column("id").to_pylist(), table.column("namespace").to_pylist(), vectors, version
         )
+
+    def _keywords_apply(self, change: _Change, fn) -> None:
+        """Apply a committed change to the keyword index if it is current."""
+        if self._keywords is not None and change.applicable:
+            self._keywords.apply(change.before[1], change.after[1], lambda: fn(self._keywords))
+
+    def keyword_index(self) -> KeywordIndex:
+        """The BM25 index of event content, rebuilt from the table if it is behind."""
+        if self._keywords is None:
+            with self._lock:
+                if self._keywords is None:
+                    self._keywords = KeywordIndex()
+        index = self._keywords
+        if index.version != self.text_version:
+            with self._lock, index._lock:  # lock order: store, then index
+                if index.version != self.text_version:
+                    version = self.text_version
+                    self.statements_run += 1
+                    rows = (
+                        self._cursor()
+                        .execute(
+                            "SELECT id, namespace, session_id, content, created_at, seq FROM events"
+                            " WHERE content IS NOT NULL ORDER BY created_at, seq"
+                        )
+                        .fetchall()
+                    )
+                    index.rebuild(rows, version)
+        return index
 
     def similarity_search(
         self,
@@ -808,20 +867,20 @@ class Store:
         if not hits:
             return pd.DataFrame(columns=columns)
         wanted = [event_id for event_id, _ in hits]
-        frame = pd.DataFrame.from_records(
-            self.records(
-                f"SELECT {', '.join(READ_COLUMNS)} FROM events"
-                f" WHERE id IN ({', '.join('?' for _ in wanted)})",
-                wanted,
-            ),
-            columns=list(READ_COLUMNS),
-        )
         similarity = dict(hits)
-        frame["similarity"] = frame["id"].map(similarity).astype("float64")
-        frame = frame.sort_values(
-            ["similarity", "created_at", "id"], ascending=[False, False, True], kind="stable"
+        rows = self.records(
+            f"SELECT {', '.join(READ_COLUMNS)} FROM events"
+            f" WHERE id IN ({', '.join('?' for _ in wanted)})",
+            wanted,
         )
-        return frame.head(limit).reset_index(drop=True)[columns]
+        for row in rows:
+            row["similarity"] = similarity[row["id"]]
+        # ties broken as the SQL path does: newest first, then id (a Python sort:
+        # pandas' sort_values costs milliseconds on a handful of rows)
+        rows.sort(key=lambda r: r["id"])
+        rows.sort(key=lambda r: r["created_at"], reverse=True)
+        rows.sort(key=lambda r: r["similarity"], reverse=True)
+        return pd.DataFrame.from_records(rows[:limit], columns=columns)
 
     def sql_similarity_search(
         self,
@@ -878,18 +937,15 @@ class Store:
             sql += " AND namespace = ?"
             params.append(namespace)
         with self._lock:
-            with self._version_lock:
-                before = self.vectors_version
-                self.statements_run += 1
-                try:
-                    deleted = [r[0] for r in self._retrying(sql + " RETURNING id", params, "rows")]
-                finally:
-                    self.vectors_version += 1
-                    if getattr(self._local, "in_transaction", False):
-                        self._local.dirty = True
-                after = self.vectors_version
-            for index in self._indexes.values():
-                index.apply(before, after, lambda i=index: i.remove(deleted))
+            self.statements_run += 1
+            with self._mutation(vectors=True, text=True) as change:
+                deleted = [r[0] for r in self._retrying(sql + " RETURNING id", params, "rows")]
+            if change.applicable:
+                for index in self._indexes.values():
+                    index.apply(
+                        change.before[0], change.after[0], lambda i=index: i.remove(deleted)
+                    )
+            self._keywords_apply(change, lambda k: k.remove(deleted))
         return deleted
 
     def counts(self) -> pd.DataFrame:
@@ -912,7 +968,7 @@ _SINGLE_INSERT_SQL = (
     + ", ".join(
         "make_timestamp(?)" if c in _TIMESTAMP_COLUMNS else "?" for c in _SINGLE_INSERT_COLUMNS
     )
-    + ")"
+    + ") RETURNING id, namespace, session_id, content, created_at, seq"
 )
 _EPOCH = dt.datetime(1970, 1, 1)
 
@@ -987,6 +1043,14 @@ def where_clause(
     return clauses, params
 
 
+class _Change:
+    """Versions before and after one counted change of ``events``."""
+
+    before: tuple[int, int] = (0, 0)
+    after: tuple[int, int] = (0, 0)
+    applicable: bool = True
+
+
 class _Transaction:
     """BEGIN/COMMIT on this thread's cursor, holding the store lock throughout.
 
@@ -1017,7 +1081,6 @@ class _Transaction:
         finally:
             store._local.in_transaction = False
             if getattr(store._local, "dirty", False):
-                with store._version_lock:
-                    store.vectors_version += 1
+                store.mark_stale()
             store._local.dirty = False
             store._lock.release()

@@ -139,11 +139,15 @@ class VectorIndex:
         threshold: float | None = None,
         strict: bool = False,
         exclude_ids: Iterable[str] = (),
+        allowed: set[str] | None = None,
+        score_range: list[float] | None = None,
     ) -> list[tuple[str, float]]:
         """Exact top-``limit`` (id, cosine similarity), best first.
 
         Rows tied with the ``limit``-th score are all returned (so the caller can
-        break ties as SQL does); otherwise at most ``limit`` rows.
+        break ties as SQL does); otherwise at most ``limit`` rows.  ``allowed``
+        restricts the search to those ids; ``score_range``, when given, receives
+        the lowest and highest similarity among the searched rows (for fusion).
         """
         with self._lock:
             n = self._size
@@ -163,6 +167,16 @@ class VectorIndex:
                     return []
                 if len(self._ns) > 1:
                     valid &= self._ns_codes[:n] == code
+            if allowed is not None:
+                permitted = np.zeros(n, dtype=bool)
+                for event_id in allowed:
+                    pos = self._pos.get(event_id)
+                    if pos is not None:
+                        permitted[pos] = True
+                valid &= permitted
+            if score_range is not None and valid.any():
+                searched = scores[valid]
+                score_range[:] = [float(searched.min()), float(searched.max())]
             for event_id in exclude_ids:
                 pos = self._pos.get(event_id)
                 if pos is not None:
@@ -181,6 +195,22 @@ class VectorIndex:
                 chosen = candidates[scores[candidates] >= kth]
             order = chosen[np.argsort(-scores[chosen], kind="stable")]
             return [(self._ids[i], float(min(1.0, max(-1.0, scores[i])))) for i in order]
+
+    def similarities(self, query: np.ndarray, ids: Iterable[str]) -> dict[str, float]:
+        """Cosine similarity of ``query`` to each of ``ids`` that has a vector here."""
+        with self._lock:
+            q = np.asarray(query, dtype=np.float32).reshape(-1)
+            norm = float(np.linalg.norm(q))
+            if norm == 0 or (self.dim is not None and q.shape[0] != self.dim):
+                return {}
+            found = [(i, self._pos[i]) for i in ids if i in self._pos]
+            if not found:
+                return {}
+            rows = self._matrix[[pos for _, pos in found]] @ (q / norm)
+            return {
+                event_id: float(min(1.0, max(-1.0, score)))
+                for (event_id, _), score in zip(found, rows, strict=True)
+            }
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

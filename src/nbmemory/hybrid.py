@@ -1,0 +1,123 @@
+"""Hybrid relevance: cosine similarity fused with BM25 keywords and neighbouring turns.
+
+Measured on the five LoCoMo conversations (760 questions, all-MiniLM-L6-v2),
+recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.71
+(README, "Retrieval quality").  For one query:
+
+1. candidates: the top ``candidates`` memories by cosine and the top ``candidates``
+   by BM25 (both exact, from the in-memory indexes), plus the turn before and
+   after each of them in its session;
+2. ``fused = (1 - w) * cos_norm + w * bm25_norm`` where cosine is min-max
+   normalised over the searched memories and BM25 divided by its maximum;
+3. ``score = fused + neighbour_weight * max(fused(previous), fused(next))``: a turn
+   next to a strong hit is likely part of the same exchange (answers often span
+   a question and its reply);
+4. memories whose cosine similarity does not pass the floor are dropped.
+
+Each hit says which signals found it (``vector``, ``keyword``, ``neighbour``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .keyword_index import KeywordIndex
+from .vector_index import VectorIndex
+
+
+@dataclass
+class HybridHit:
+    id: str
+    score: float
+    similarity: float | None
+    keyword_score: float
+    signals: list[str] = field(default_factory=list)
+
+
+def hybrid_rank(
+    vectors: VectorIndex,
+    keywords: KeywordIndex,
+    query_text: str,
+    query_vector: np.ndarray,
+    *,
+    namespace: str | None,
+    limit: int,
+    floor: float | None = None,
+    strict: bool = False,
+    keyword_weight: float = 0.5,
+    neighbor_weight: float = 0.5,
+    candidates: int = 50,
+    allowed: set[str] | None = None,
+) -> list[HybridHit]:
+    """The ``limit`` best memories for a query by the fused score, best first."""
+    if limit <= 0:
+        return []
+    score_range = [0.0, 0.0]
+    vector_hits = vectors.search(
+        query_vector, candidates, namespace=namespace, allowed=allowed, score_range=score_range
+    )
+    keyword_scores = keywords.scores(query_text, namespace, allowed=allowed)
+    top_keywords = sorted(keyword_scores, key=keyword_scores.__getitem__, reverse=True)
+    top_keywords = top_keywords[:candidates]
+    seeds = {event_id for event_id, _ in vector_hits} | set(top_keywords)
+    if not seeds:
+        return []
+    links: dict[str, tuple[str | None, str | None]] = {}
+    pool = set(seeds)
+    for event_id in seeds:
+        links[event_id] = keywords.neighbours(event_id)
+        pool.update(n for n in links[event_id] if n is not None)
+    for event_id in pool - seeds:
+        links[event_id] = keywords.neighbours(event_id)
+    needed = pool | {n for pair in links.values() for n in pair if n is not None}
+    if allowed is not None:
+        pool &= allowed
+    cosine = vectors.similarities(query_vector, needed)
+    low, high = score_range
+    spread = high - low if high > low else 1.0
+    top_keyword = max(keyword_scores.values(), default=0.0) or 1.0
+
+    def fused(event_id: str | None) -> float:
+        if event_id is None:
+            return 0.0
+        cos = cosine.get(event_id)
+        cos_part = 0.0 if cos is None else max(0.0, (cos - low) / spread)
+        return (1.0 - keyword_weight) * cos_part + keyword_weight * (
+            keyword_scores.get(event_id, 0.0) / top_keyword
+        )
+
+    vector_ids = {event_id for event_id, _ in vector_hits}
+    hits = []
+    for event_id in pool:
+        similarity = cosine.get(event_id)
+        passes = (
+            floor is None
+            or similarity is None  # not embedded yet: keywords alone may find it
+            or similarity > floor
+            or (similarity == floor and not strict)
+        )
+        if not passes:
+            continue
+        before, after = links.get(event_id, (None, None))
+        own = fused(event_id)
+        neighbour = max(fused(before), fused(after))
+        signals = []
+        if event_id in vector_ids:
+            signals.append("vector")
+        if keyword_scores.get(event_id, 0.0) > 0:
+            signals.append("keyword")
+        if event_id not in seeds or neighbor_weight * neighbour > own:
+            signals.append("neighbour")
+        hits.append(
+            HybridHit(
+                id=event_id,
+                score=own + neighbor_weight * neighbour,
+                similarity=similarity,
+                keyword_score=keyword_scores.get(event_id, 0.0),
+                signals=signals,
+            )
+        )
+    hits.sort(key=lambda h: (-h.score, h.id))
+    return hits[:limit]

@@ -1,0 +1,305 @@
+"""BM25 keyword search over memory content, kept in step with the ``events`` table.
+
+Why our own index: DuckDB's ``fts`` extension builds a static index that must be
+rebuilt by hand after every change (and is not installable offline for DuckDB
+2.0), and the Python libraries (``bm25s``, ``rank-bm25``) index a fixed corpus
+too.  Memory changes on every ``add_event``, so this is a small incremental
+inverted index: postings per term, BM25 statistics per namespace (one
+namespace's documents never change another's scores), documents added and
+removed one by one.  Like :mod:`nbmemory.vector_index` it is a cache: the store
+bumps ``text_version`` on any change it does not apply itself, and the next
+search rebuilds the index from the table.
+
+It also knows each document's place in its session (by ``created_at``, then
+insertion order), which gives the "neighbouring turns" signal of hybrid search.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import threading
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+K1 = 1.2
+B = 0.75
+
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "by",
+        "from",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "i",
+        "you",
+        "he",
+        "she",
+        "it",
+        "we",
+        "they",
+        "me",
+        "him",
+        "her",
+        "us",
+        "them",
+        "my",
+        "your",
+        "his",
+        "its",
+        "our",
+        "their",
+        "this",
+        "that",
+        "these",
+        "those",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "when",
+        "where",
+        "why",
+        "how",
+        "do",
+        "does",
+        "did",
+        "done",
+        "have",
+        "has",
+        "had",
+        "having",
+        "not",
+        "no",
+        "so",
+        "as",
+        "about",
+        "into",
+        "than",
+        "then",
+        "there",
+        "here",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "just",
+        "also",
+        "very",
+        "too",
+        "up",
+        "out",
+        "over",
+        "s",
+        "t",
+    ]
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased words without English stop words, with a light suffix stemmer.
+
+    One of -ing, -ed, -es, -s is stripped from ASCII words longer than four
+    letters ("painted", "painting" and "paints" become "paint"); other words are
+    kept as they are.  Measured on LoCoMo, this beats no stemming, and a
+    heavier stemmer is a dependency for little gain.
+    """
+    out = []
+    for word in _WORD_RE.findall(text.lower()):
+        if word in _STOPWORDS:
+            continue
+        if word.isascii() and len(word) > 4:
+            for suffix in ("ing", "ed", "es", "s"):
+                if word.endswith(suffix):
+                    word = word[: -len(suffix)]
+                    break
+        out.append(word)
+    return out
+
+
+class KeywordIndex:
+    """BM25 over the content of events, per namespace, with session neighbours."""
+
+    def __init__(self) -> None:
+        self.version = -1
+        self.rebuilds = 0
+        self._lock = threading.RLock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ids: list[str | None] = []
+        self._pos: dict[str, int] = {}
+        self._ns_codes = array("i")
+        self._lengths = array("f")
+        self._alive = bytearray()
+        self._terms: list[tuple[tuple[str, int], ...]] = []
+        self._sessions: list[tuple[int, str] | None] = []
+        self._order: list[tuple[Any, int]] = []
+        self._ns: dict[str, int] = {}
+        self._postings: dict[str, tuple[array, array]] = {}
+        self._df: Counter[tuple[int, str]] = Counter()
+        self._docs: Counter[int] = Counter()
+        self._total_len: Counter[int] = Counter()
+        self._session_docs: dict[tuple[int, str], list[tuple[Any, int, int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._pos)
+
+    # -- keeping in step ---------------------------------------------------------------
+    def rebuild(self, rows: Iterable[Sequence[Any]], version: int) -> None:
+        """Replace the content: rows of (id, namespace, session_id, content, created_at, seq)."""
+        with self._lock:
+            self._reset()
+            self.add(rows)
+            self.version = version
+            self.rebuilds += 1
+
+    def apply(self, before: int, after: int, change) -> None:
+        """Run ``change()`` only if the index was current at ``before``; then it is at ``after``."""
+        with self._lock:
+            if self.version != before:
+                return
+            change()
+            self.version = after
+
+    def add(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Index rows of (id, namespace, session_id, content, created_at, seq)."""
+        for event_id, namespace, session_id, content, created_at, seq in rows:
+            if event_id in self._pos:
+                self.remove([event_id])
+            pos = len(self._ids)
+            code = self._ns.setdefault(namespace, len(self._ns))
+            counts = Counter(tokenize(content or ""))
+            terms = tuple(counts.items())
+            length = sum(counts.values())
+            self._ids.append(event_id)
+            self._pos[event_id] = pos
+            self._ns_codes.append(code)
+            self._lengths.append(float(length))
+            self._alive.append(1)
+            self._terms.append(terms)
+            key = (code, session_id)
+            order = (created_at, seq if seq is not None else pos)
+            self._sessions.append(key)
+            self._order.append(order)
+            bisect.insort(self._session_docs.setdefault(key, []), (order[0], order[1], pos))
+            self._docs[code] += 1
+            self._total_len[code] += length
+            for term, tf in terms:
+                postings = self._postings.get(term)
+                if postings is None:
+                    postings = self._postings[term] = (array("i"), array("f"))
+                postings[0].append(pos)
+                postings[1].append(float(tf))
+                self._df[(code, term)] += 1
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Forget documents (their postings stay, masked as dead, until a rebuild)."""
+        for event_id in ids:
+            pos = self._pos.pop(event_id, None)
+            if pos is None:
+                continue
+            self._alive[pos] = 0
+            code = self._ns_codes[pos]
+            self._docs[code] -= 1
+            self._total_len[code] -= int(self._lengths[pos])
+            for term, _ in self._terms[pos]:
+                self._df[(code, term)] -= 1
+            key = self._sessions[pos]
+            order = self._order[pos]
+            docs = self._session_docs.get(key)
+            if docs is not None:
+                at = bisect.bisect_left(docs, (order[0], order[1], pos))
+                if at < len(docs) and docs[at][2] == pos:
+                    del docs[at]
+            self._ids[pos] = None
+            self._terms[pos] = ()
+
+    # -- querying ----------------------------------------------------------------------
+    def scores(
+        self, query: str, namespace: str | None, *, allowed: set[str] | None = None
+    ) -> dict[str, float]:
+        """BM25 score of every document of ``namespace`` sharing a term with ``query``."""
+        with self._lock:
+            terms = set(tokenize(query))
+            if not terms or not self._ids:
+                return {}
+            n = len(self._ids)
+            codes = np.frombuffer(self._ns_codes, dtype=np.int32, count=n)
+            alive = np.frombuffer(bytes(self._alive), dtype=np.uint8, count=n).astype(bool)
+            lengths = np.frombuffer(self._lengths, dtype=np.float32, count=n)
+            wanted = None if namespace is None else self._ns.get(namespace)
+            if namespace is not None and wanted is None:
+                return {}
+            total = np.zeros(n, dtype=np.float64)
+            touched = np.zeros(n, dtype=bool)
+            for term in terms:
+                postings = self._postings.get(term)
+                if postings is None:
+                    continue
+                positions = np.frombuffer(postings[0], dtype=np.int32)
+                tfs = np.frombuffer(postings[1], dtype=np.float32)
+                keep = alive[positions]
+                if wanted is not None:
+                    keep &= codes[positions] == wanted
+                positions, tfs = positions[keep], tfs[keep]
+                if positions.size == 0:
+                    continue
+                doc_codes = codes[positions]
+                for code in np.unique(doc_codes):
+                    mask = doc_codes == code
+                    docs = self._docs[int(code)]
+                    df = self._df[(int(code), term)]
+                    if docs <= 0 or df <= 0:
+                        continue
+                    idf = math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
+                    avg = max(self._total_len[int(code)] / docs, 1e-9)
+                    p, tf = positions[mask], tfs[mask]
+                    norm = tf + K1 * (1.0 - B + B * lengths[p] / avg)
+                    np.add.at(total, p, idf * tf * (K1 + 1.0) / norm)
+                    touched[p] = True
+            hits = np.flatnonzero(touched)
+            result = {self._ids[i]: float(total[i]) for i in hits}
+            if allowed is not None:
+                result = {k: v for k, v in result.items() if k in allowed}
+            return result
+
+    def neighbours(self, event_id: str) -> tuple[str | None, str | None]:
+        """The previous and next document of the same session (by time), if any."""
+        with self._lock:
+            pos = self._pos.get(event_id)
+            if pos is None:
+                return None, None
+            docs = self._session_docs.get(self._sessions[pos], [])
+            order = self._order[pos]
+            at = bisect.bisect_left(docs, (order[0], order[1], pos))
+            before = self._ids[docs[at - 1][2]] if at > 0 else None
+            after = self._ids[docs[at + 1][2]] if at + 1 < len(docs) else None
+            return before, after
