@@ -89,9 +89,19 @@ def random_unit_vectors(n: int, dim: int = 384, seed: int = 0) -> np.ndarray:
     return out
 
 
+VOCABULARY = [f"w{i}" for i in range(5000)]
+
+
+def random_text(rng: np.random.Generator, words: int) -> str:
+    """Words drawn Zipf-like from a 5,000-word vocabulary (for BM25 to chew on)."""
+    ranks = np.minimum(rng.zipf(1.3, size=words), len(VOCABULARY)) - 1
+    return " ".join(VOCABULARY[r] for r in ranks)
+
+
 def fill_store(mem: Memory, vectors: np.ndarray, sessions: int = 100, chunk: int = 100_000) -> None:
     """Insert ``len(vectors)`` memories with the given vectors in Arrow chunks."""
     settings = mem.settings
+    rng = np.random.default_rng(len(vectors))
     for start in range(0, len(vectors), chunk):
         block = vectors[start : start + chunk]
         rows = [
@@ -99,7 +109,7 @@ def fill_store(mem: Memory, vectors: np.ndarray, sessions: int = 100, chunk: int
                 settings,
                 session_id=f"s{(start + i) % sessions}",
                 role="user" if i % 2 else "assistant",
-                content=f"memory {start + i}",
+                content=random_text(rng, 12),
                 namespace=mem.namespace,
                 importance=0.9 if (start + i) % 1000 == 0 else None,
             )

@@ -32,6 +32,7 @@ from _common import (  # noqa: E402
     p95,
     peak_rss_mb,
     print_table,
+    random_text,
     random_unit_vectors,
     timings,
 )
@@ -74,9 +75,20 @@ def one_size(n: int, queries: int, k: int) -> dict:
         return mem.store.sql_similarity_search(qs[i % queries], model, limit=k, namespace="default")
 
     t_sql = timings(sql, sql_repeat, warmup=1)
-    # get_context with a pre-computed query vector (the model's query time is separate)
-    mem.embed_query = lambda text, _q=qs: _q[hash(text) % queries]  # type: ignore[method-assign]
-    t_ctx = timings(lambda i: mem.get_context(f"s{i % 100}", f"q{i}"), queries)
+    # get_context with a pre-computed query vector (the model's query time is separate):
+    # the spec profile (cosine relevance) and the hybrid default (cosine + BM25 + neighbours)
+    rng = np.random.default_rng(3)
+    texts = [random_text(rng, 8) for _ in range(queries)]
+    vector_of = {text: qs[i] for i, text in enumerate(texts)}
+    mem.embed_query = vector_of.__getitem__  # type: ignore[method-assign]
+    mem.configure(profile="spec")
+    t_ctx = timings(lambda i: mem.get_context(f"s{i % 100}", texts[i % queries]), queries)
+    mem.configure(profile="hybrid")
+    start = time.perf_counter()
+    mem.store.keyword_index()
+    keyword_build_s = time.perf_counter() - start
+    t_hctx = timings(lambda i: mem.get_context(f"s{i % 100}", texts[i % queries]), queries)
+    t_hybrid = timings(lambda i: mem.search(texts[i % queries], limit=k, mode="hybrid"), queries)
     mem.close()
     size_mb = Path(path).stat().st_size / 2**20
     return {
@@ -88,6 +100,10 @@ def one_size(n: int, queries: int, k: int) -> dict:
         "sql_p50": p50(t_sql),
         "ctx_p50": p50(t_ctx),
         "ctx_p95": p95(t_ctx),
+        "hctx_p50": p50(t_hctx),
+        "hctx_p95": p95(t_hctx),
+        "hybrid_p50": p50(t_hybrid),
+        "keyword_build_s": keyword_build_s,
         "exact": exact,
         "rss_mb": peak_rss_mb(),
         "file_mb": size_mb,
@@ -127,15 +143,8 @@ def main() -> None:
     print(f"machine: {machine()}\n")
     print(f"relevance search, top-{args.k} of n random 384-d unit vectors, {args.queries} queries")
     print_table(
-        [
-            "memories",
-            "numpy floor p50/p95 ms",
-            "nbmemory p50/p95 ms",
-            "ratio p50",
-            "exact top-k",
-            "SQL list_cosine p50 ms",
-            "get_context p50/p95 ms",
-        ],
+        ["memories", "numpy floor p50/p95 ms", "nbmemory p50/p95 ms", "ratio p50"]
+        + ["exact top-k", "SQL list_cosine p50 ms"],
         [
             [
                 f"{r['n']:,}",
@@ -144,21 +153,31 @@ def main() -> None:
                 f"{r['ours_p50'] / r['floor_p50']:.2f}x",
                 "yes" if r["exact"] else "NO",
                 ms(r["sql_p50"]),
+            ]
+            for r in results
+        ],
+    )
+    print()
+    print("get_context (query vector given): spec profile vs the hybrid default")
+    print_table(
+        ["memories", "spec get_context p50/p95 ms", "hybrid get_context p50/p95 ms"]
+        + ["hybrid / spec", "hybrid search p50 ms", "keyword index build s"],
+        [
+            [
+                f"{r['n']:,}",
                 f"{ms(r['ctx_p50'])} / {ms(r['ctx_p95'])}",
+                f"{ms(r['hctx_p50'])} / {ms(r['hctx_p95'])}",
+                f"{r['hctx_p50'] / r['ctx_p50']:.2f}x",
+                ms(r["hybrid_p50"]),
+                f"{r['keyword_build_s']:.1f}",
             ]
             for r in results
         ],
     )
     print()
     print_table(
-        [
-            "memories",
-            "peak RSS MiB",
-            "store file MiB",
-            "MiB per 100k (file)",
-            "bulk load s",
-            "index build s",
-        ],
+        ["memories", "peak RSS MiB", "store file MiB", "MiB per 100k (file)"]
+        + ["bulk load s", "vector index build s"],
         [
             [
                 f"{r['n']:,}",

@@ -58,9 +58,8 @@ def hybrid_rank(
     vector_hits = vectors.search(
         query_vector, candidates, namespace=namespace, allowed=allowed, score_range=score_range
     )
-    keyword_scores = keywords.scores(query_text, namespace, allowed=allowed)
-    top_keywords = sorted(keyword_scores, key=keyword_scores.__getitem__, reverse=True)
-    top_keywords = top_keywords[:candidates]
+    keyword_scores = keywords.score_array(query_text, namespace, allowed=allowed)
+    top_keywords = [event_id for event_id, _ in keyword_scores.top(candidates)]
     seeds = {event_id for event_id, _ in vector_hits} | set(top_keywords)
     if not seeds:
         return []
@@ -77,7 +76,7 @@ def hybrid_rank(
     cosine = vectors.similarities(query_vector, needed)
     low, high = score_range
     spread = high - low if high > low else 1.0
-    top_keyword = max(keyword_scores.values(), default=0.0) or 1.0
+    top_keyword = keyword_scores.max or 1.0
 
     def fused(event_id: str | None) -> float:
         if event_id is None:

@@ -156,9 +156,10 @@ class KeywordIndex:
     def _reset(self) -> None:
         self._ids: list[str | None] = []
         self._pos: dict[str, int] = {}
-        self._ns_codes = array("i")
-        self._lengths = array("f")
-        self._alive = bytearray()
+        self._size = 0
+        self._ns_codes = np.zeros(1024, dtype=np.int32)
+        self._lengths = np.zeros(1024, dtype=np.float32)
+        self._alive = np.zeros(1024, dtype=bool)
         self._terms: list[tuple[tuple[str, int], ...]] = []
         self._sessions: list[tuple[int, str] | None] = []
         self._order: list[tuple[Any, int]] = []
@@ -194,16 +195,19 @@ class KeywordIndex:
         for event_id, namespace, session_id, content, created_at, seq in rows:
             if event_id in self._pos:
                 self.remove([event_id])
-            pos = len(self._ids)
+            pos = self._size
+            if pos == len(self._alive):
+                self._grow()
             code = self._ns.setdefault(namespace, len(self._ns))
             counts = Counter(tokenize(content or ""))
             terms = tuple(counts.items())
             length = sum(counts.values())
             self._ids.append(event_id)
             self._pos[event_id] = pos
-            self._ns_codes.append(code)
-            self._lengths.append(float(length))
-            self._alive.append(1)
+            self._ns_codes[pos] = code
+            self._lengths[pos] = float(length)
+            self._alive[pos] = True
+            self._size += 1
             self._terms.append(terms)
             key = (code, session_id)
             order = (created_at, seq if seq is not None else pos)
@@ -220,14 +224,22 @@ class KeywordIndex:
                 postings[1].append(float(tf))
                 self._df[(code, term)] += 1
 
+    def _grow(self) -> None:
+        capacity = len(self._alive) * 2
+        for name in ("_ns_codes", "_lengths", "_alive"):
+            old = getattr(self, name)
+            new = np.zeros(capacity, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
     def remove(self, ids: Iterable[str]) -> None:
         """Forget documents (their postings stay, masked as dead, until a rebuild)."""
         for event_id in ids:
             pos = self._pos.pop(event_id, None)
             if pos is None:
                 continue
-            self._alive[pos] = 0
-            code = self._ns_codes[pos]
+            self._alive[pos] = False
+            code = int(self._ns_codes[pos])
             self._docs[code] -= 1
             self._total_len[code] -= int(self._lengths[pos])
             for term, _ in self._terms[pos]:
@@ -243,23 +255,20 @@ class KeywordIndex:
             self._terms[pos] = ()
 
     # -- querying ----------------------------------------------------------------------
-    def scores(
+    def score_array(
         self, query: str, namespace: str | None, *, allowed: set[str] | None = None
-    ) -> dict[str, float]:
-        """BM25 score of every document of ``namespace`` sharing a term with ``query``."""
+    ) -> KeywordScores:
+        """BM25 scores of every document for ``query`` (zero where no term matches)."""
         with self._lock:
-            terms = set(tokenize(query))
-            if not terms or not self._ids:
-                return {}
-            n = len(self._ids)
-            codes = np.frombuffer(self._ns_codes, dtype=np.int32, count=n)
-            alive = np.frombuffer(bytes(self._alive), dtype=np.uint8, count=n).astype(bool)
-            lengths = np.frombuffer(self._lengths, dtype=np.float32, count=n)
-            wanted = None if namespace is None else self._ns.get(namespace)
-            if namespace is not None and wanted is None:
-                return {}
+            n = self._size
             total = np.zeros(n, dtype=np.float64)
-            touched = np.zeros(n, dtype=bool)
+            terms = set(tokenize(query))
+            wanted = None if namespace is None else self._ns.get(namespace)
+            if not terms or n == 0 or (namespace is not None and wanted is None):
+                return KeywordScores(self, total)
+            codes = self._ns_codes[:n]
+            alive = self._alive[:n]
+            lengths = self._lengths[:n]
             for term in terms:
                 postings = self._postings.get(term)
                 if postings is None:
@@ -273,23 +282,37 @@ class KeywordIndex:
                 if positions.size == 0:
                     continue
                 doc_codes = codes[positions]
-                for code in np.unique(doc_codes):
-                    mask = doc_codes == code
-                    docs = self._docs[int(code)]
-                    df = self._df[(int(code), term)]
+                for code in (wanted,) if wanted is not None else np.unique(doc_codes):
+                    code = int(code)
+                    docs = self._docs[code]
+                    df = self._df[(code, term)]
                     if docs <= 0 or df <= 0:
                         continue
                     idf = math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
-                    avg = max(self._total_len[int(code)] / docs, 1e-9)
-                    p, tf = positions[mask], tfs[mask]
+                    avg = max(self._total_len[code] / docs, 1e-9)
+                    if wanted is None:
+                        mask = doc_codes == code
+                        p, tf = positions[mask], tfs[mask]
+                    else:
+                        p, tf = positions, tfs
                     norm = tf + K1 * (1.0 - B + B * lengths[p] / avg)
-                    np.add.at(total, p, idf * tf * (K1 + 1.0) / norm)
-                    touched[p] = True
-            hits = np.flatnonzero(touched)
-            result = {self._ids[i]: float(total[i]) for i in hits}
+                    # each term occurs once per document's postings: plain indexing adds
+                    total[p] += idf * tf * (K1 + 1.0) / norm
             if allowed is not None:
-                result = {k: v for k, v in result.items() if k in allowed}
-            return result
+                permitted = np.zeros(n, dtype=bool)
+                for event_id in allowed:
+                    pos = self._pos.get(event_id)
+                    if pos is not None:
+                        permitted[pos] = True
+                total[~permitted] = 0.0
+            return KeywordScores(self, total)
+
+    def scores(
+        self, query: str, namespace: str | None, *, allowed: set[str] | None = None
+    ) -> dict[str, float]:
+        """BM25 score of every document of ``namespace`` sharing a term with ``query``."""
+        result = self.score_array(query, namespace, allowed=allowed)
+        return dict(result.top(None))
 
     def neighbours(self, event_id: str) -> tuple[str | None, str | None]:
         """The previous and next document of the same session (by time), if any."""
@@ -303,3 +326,30 @@ class KeywordIndex:
             before = self._ids[docs[at - 1][2]] if at > 0 else None
             after = self._ids[docs[at + 1][2]] if at + 1 < len(docs) else None
             return before, after
+
+
+class KeywordScores:
+    """BM25 scores of one query over every document of a :class:`KeywordIndex`."""
+
+    def __init__(self, index: KeywordIndex, scores: np.ndarray) -> None:
+        self._index = index
+        self._scores = scores
+
+    @property
+    def max(self) -> float:
+        return float(self._scores.max()) if self._scores.size else 0.0
+
+    def get(self, event_id: str | None, default: float = 0.0) -> float:
+        pos = self._index._pos.get(event_id) if event_id is not None else None
+        if pos is None or pos >= self._scores.size:
+            return default
+        return float(self._scores[pos])
+
+    def top(self, limit: int | None) -> list[tuple[str, float]]:
+        """The ``limit`` best (id, score) with a score above zero (all when None), best first."""
+        hits = np.flatnonzero(self._scores > 0)
+        if limit is not None and hits.size > limit:
+            hits = hits[np.argpartition(-self._scores[hits], limit - 1)[:limit]]
+        ids = self._index._ids
+        ranked = sorted(((ids[i], float(self._scores[i])) for i in hits), key=lambda h: -h[1])
+        return [(event_id, score) for event_id, score in ranked if event_id is not None]

@@ -555,17 +555,17 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         vectors = self.store.vector_index(self.model_name)
         keywords = self.store.keyword_index()
         if mode == "keyword":
-            scores = keywords.scores(query, namespace, allowed=allowed)
-            order = sorted(scores, key=lambda i: (-scores[i], i))
-            cosine = vectors.similarities(vector, order[: max(limit * 4, limit + 20)])
+            # with a cosine threshold, look further down the keyword ranking
+            ranked = keywords.score_array(query, namespace, allowed=allowed).top(
+                limit if threshold is None else max(limit * 20, 200)
+            )
+            cosine = vectors.similarities(vector, [event_id for event_id, _ in ranked])
             hits = []
-            for event_id in order:
+            for event_id, score in ranked:
                 similarity = cosine.get(event_id)
                 if threshold is not None and (similarity is None or similarity < threshold):
                     continue
-                hits.append(
-                    HybridHit(event_id, scores[event_id], similarity, scores[event_id], ["keyword"])
-                )
+                hits.append(HybridHit(event_id, score, similarity, score, ["keyword"]))
                 if len(hits) == limit:
                     break
             return hits
