@@ -23,6 +23,9 @@ import pytest
 
 from nbmemory import Memory
 
+#: A deadlock or a hung process fails the test instead of hanging the suite.
+pytestmark = pytest.mark.timeout(600)
+
 #: Generous bound: a child that is still running after this is hung, not slow.
 HANG = 120
 

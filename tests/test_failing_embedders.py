@@ -16,6 +16,9 @@ import pytest
 from nbmemory import EmbedderError, Memory
 from nbmemory.embeddings import HashEmbedder
 
+#: A deadlock or a hung process fails the test instead of hanging the suite.
+pytestmark = pytest.mark.timeout(600)
+
 
 class Switchable:
     """The hash model, or a broken variant of it chosen by ``mode``."""

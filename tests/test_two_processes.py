@@ -22,6 +22,9 @@ import pytest
 
 from nbmemory import Memory, StoreLocked
 
+#: A deadlock or a hung process fails the test instead of hanging the suite.
+pytestmark = pytest.mark.timeout(600)
+
 HANG = 180
 _SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -238,6 +241,7 @@ def test_a_shared_kernel_sees_what_another_wrote_after_it_cached(tmp_path):
 SHARED_HOLDER = """
 import sys
 from nbmemory import Memory
+
 mem = Memory(sys.argv[1], embedder="hash", shared=True)
 mem.add_event("demo", "user", "the kernel was here first")
 assert mem.flush(timeout=120)

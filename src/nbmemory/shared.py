@@ -157,7 +157,7 @@ def _leased(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 #: Store members that must not open a lease themselves.
-_NOT_LEASED = frozenset({"_connect", "_cursor", "close", "transaction"})
+_NOT_LEASED = frozenset({"_connect", "_cursor", "close", "transaction", "mark_stale"})
 
 
 class SharedStore(Store):
@@ -257,9 +257,8 @@ class SharedStore(Store):
             if changed:
                 self._stamp = now
                 self.external_changes += 1
-        if changed and hasattr(self, "_version_lock"):
-            with self._version_lock:  # the in-memory vector index rebuilds on next search
-                self.vectors_version += 1
+        if changed:  # the in-memory vector and keyword indexes rebuild on their next use
+            Store.mark_stale(self)  # not the leased wrapper: this runs inside the lease's open
         return changed
 
     # -- lifecycle -----------------------------------------------------------------------
