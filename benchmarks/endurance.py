@@ -1,6 +1,6 @@
 """Endurance: many add_event calls and searches in one process, with its memory (RSS) over time.
 
-    python benchmarks/endurance.py                         # 100k add_event + 10k searches
+    python benchmarks/endurance.py                         # 100k add_event + 10k searches (+5k)
     python benchmarks/endurance.py --events 20000 --searches 2000 --checkpoints 5
     NBMEMORY_MODEL_PATH=... python benchmarks/endurance.py --model real --events 10000
 
@@ -9,9 +9,10 @@ sessions, a search every ``events / searches`` events (queries drawn from the
 stored words, so the query cache keeps turning over), and ``get_context`` with
 each search.  At every checkpoint a row: events, searches, resident memory
 (RSS), what the in-memory vector index legitimately holds (every stored vector,
-float32), RSS *not* explained by that index, the embedding backlog, and the p50
-of add_event / search over the segment.  A memory layer that leaks shows the
-last column climbing; one that is bounded shows it flat after the warm-up.
+float32), what DuckDB's buffer manager holds (``duckdb_memory()``), the rest of
+RSS and its growth since the first checkpoint, the embedding backlog, and the
+p50 of add_event / search over the segment.  A memory layer that leaks shows
+the "rest" climbing with the events; a bounded one shows it flat.
 
 Not a test: nothing here asserts a time.  The default embedder is nbmemory's
 offline hash model (no download, CPU-cheap) so the run measures nbmemory, not
@@ -81,13 +82,22 @@ def rss_mb() -> float:
 
 
 def index_mb(mem: Memory) -> float:
-    """MiB held by the in-memory vector index(es): grows with the data, by design."""
+    """MiB of vectors the in-memory index holds (float32 x dim per live row): data, by design.
+
+    The index's matrix grows by doubling, but the unused tail is never written, so
+    the OS does not make it resident; counting rows x dim is what RSS really pays.
+    """
     total = 0
     for index in getattr(mem.store, "_indexes", {}).values():
-        matrix = getattr(index, "_matrix", None)
-        if matrix is not None:
-            total += matrix.nbytes
+        dim = getattr(index, "dim", None) or 0
+        total += len(index) * dim * 4
     return total / 2**20
+
+
+def duckdb_mb(mem: Memory) -> float:
+    """MiB DuckDB's buffer manager says it holds (cached table blocks and the like)."""
+    row = mem.store.fetchone("SELECT sum(memory_usage_bytes) FROM duckdb_memory()")
+    return (row[0] or 0) / 2**20 if row else 0.0
 
 
 def sentence(rng: np.random.Generator, i: int) -> str:
@@ -137,7 +147,8 @@ def run(args: argparse.Namespace) -> None:
                 gc.collect()
                 now = rss_mb()
                 held = index_mb(mem)
-                unexplained = now - held
+                engine = duckdb_mb(mem)
+                unexplained = now - held - engine
                 if baseline is None:
                     baseline = unexplained
                 rows.append(
@@ -146,6 +157,7 @@ def run(args: argparse.Namespace) -> None:
                         f"{searches:,}",
                         f"{now:.0f}",
                         f"{held:.0f}",
+                        f"{engine:.0f}",
                         f"{unexplained:.0f}",
                         f"{unexplained - baseline:+.0f}",
                         mem.backlog,
@@ -156,6 +168,17 @@ def run(args: argparse.Namespace) -> None:
                 )
                 add_times, search_times = [], []
                 print(f"  checkpoint {i:,} events: RSS {now:.0f} MiB", file=sys.stderr, flush=True)
+        # then searches only: with no new data nothing should grow at all
+        gc.collect()
+        tail_before = rss_mb()
+        tail_began = time.perf_counter()
+        for j in range(args.tail_searches):
+            query = " ".join(rng.choice(WORDS, size=3))
+            mem.search(query, limit=5)
+            mem.get_context(f"s{j % args.sessions}", query)
+        gc.collect()
+        tail_after = rss_mb()
+        tail_seconds = time.perf_counter() - tail_began
         status = mem.status()
     end_rss = rss_mb()
     print(f"# nbmemory endurance: {args.events:,} add_event, {args.searches:,} searches")
@@ -166,8 +189,9 @@ def run(args: argparse.Namespace) -> None:
             "searches",
             "RSS MiB",
             "vector index MiB",
-            "RSS - index MiB",
-            "growth since 1st checkpoint",
+            "DuckDB MiB",
+            "rest MiB",
+            "rest: growth since 1st",
             "backlog",
             "add_event p50 ms",
             "search+context p50 ms",
@@ -181,6 +205,12 @@ def run(args: argparse.Namespace) -> None:
         f"{status['events']:,} events, {status['embedded']:,} embedded, "
         f"{status['failed']} failed, {os.path.getsize(path) / 2**20:.0f} MiB on disk."
     )
+    if args.tail_searches:
+        print(
+            f"\nSearch-only tail: {args.tail_searches:,} search+get_context calls on the final "
+            f"store, no new events: RSS {tail_before:.0f} -> {tail_after:.0f} MiB "
+            f"({tail_after - tail_before:+.0f} MiB) in {tail_seconds:.0f} s."
+        )
     if tmp is not None:
         tmp.cleanup()
 
@@ -189,6 +219,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=100_000, help="add_event calls")
     parser.add_argument("--searches", type=int, default=10_000, help="search+get_context calls")
+    parser.add_argument(
+        "--tail-searches",
+        type=int,
+        default=5_000,
+        help="searches after the last event, with no new data (RSS must stay flat)",
+    )
     parser.add_argument("--sessions", type=int, default=100, help="sessions written to")
     parser.add_argument("--checkpoints", type=int, default=10, help="rows in the table")
     parser.add_argument("--model", choices=["hash", "real"], default="hash")
@@ -196,8 +232,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shared", action="store_true", help="open with shared=True")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.events < 1 or args.searches < 0 or args.checkpoints < 1 or args.sessions < 1:
-        parser.error("--events, --checkpoints and --sessions must be positive, --searches >= 0")
+    if args.events < 1 or args.checkpoints < 1 or args.sessions < 1:
+        parser.error("--events, --checkpoints and --sessions must be positive")
+    if args.searches < 0 or args.tail_searches < 0:
+        parser.error("--searches and --tail-searches must be 0 or more")
     run(args)
 
 

@@ -22,6 +22,8 @@ def test_endurance_script_runs_and_prints_the_rss_table(tmp_path):
             "12",
             "--checkpoints",
             "2",
+            "--tail-searches",
+            "10",
             "--store",
             str(store),
         ],
@@ -35,3 +37,4 @@ def test_endurance_script_runs_and_prints_the_rss_table(tmp_path):
     assert "| events | searches | RSS MiB |" in out
     assert "| 60 | 6 |" in out and "| 120 | 12 |" in out
     assert "120 events, 120 embedded, 0 failed" in out
+    assert "Search-only tail: 10 search+get_context calls" in out
