@@ -190,6 +190,10 @@ class SharedStore(Store):
             self._lease.count = 0
             self._close_after_lease(release_sidecar=False)
         except BaseException:
+            con, self.con = getattr(self, "con", None), None  # type: ignore[assignment]
+            if con is not None:  # opened, then failed (a migration): let go of the file
+                with contextlib.suppress(duckdb.Error):
+                    con.close()
             self._sidecar.release()
             if not sidecar_existed:  # leave nothing behind beside a file we refused
                 with contextlib.suppress(OSError):
