@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .vector_index import positions_mask
+
 K1 = 1.2
 B = 0.75
 
@@ -299,12 +301,7 @@ class KeywordIndex:
                     # each term occurs once per document's postings: plain indexing adds
                     total[p] += idf * tf * (K1 + 1.0) / norm
             if allowed is not None:
-                permitted = np.zeros(n, dtype=bool)
-                for event_id in allowed:
-                    pos = self._pos.get(event_id)
-                    if pos is not None:
-                        permitted[pos] = True
-                total[~permitted] = 0.0
+                total[~positions_mask(self._pos, allowed, n)] = 0.0
             return KeywordScores(self, total)
 
     def scores(

@@ -168,12 +168,7 @@ class VectorIndex:
                 if len(self._ns) > 1:
                     valid &= self._ns_codes[:n] == code
             if allowed is not None:
-                permitted = np.zeros(n, dtype=bool)
-                for event_id in allowed:
-                    pos = self._pos.get(event_id)
-                    if pos is not None:
-                        permitted[pos] = True
-                valid &= permitted
+                valid &= positions_mask(self._pos, allowed, n)
             if score_range is not None and valid.any():
                 searched = scores[valid]
                 score_range[:] = [float(searched.min()), float(searched.max())]
@@ -211,6 +206,14 @@ class VectorIndex:
                 event_id: float(min(1.0, max(-1.0, score)))
                 for (event_id, _), score in zip(found, rows, strict=True)
             }
+
+
+def positions_mask(positions: dict[str, int], ids: Iterable[str], size: int) -> np.ndarray:
+    """A boolean array of ``size``, true at the positions of ``ids`` (unknown ids ignored)."""
+    mask = np.zeros(size, dtype=bool)
+    found = [positions[i] for i in ids if i in positions]
+    mask[found] = True
+    return mask
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:
