@@ -122,12 +122,13 @@ def tiny_locomo_path(tmp_path_factory) -> Path:
 def locomo_conv26(real_embedder, locomo_dir):
     """LoCoMo conv-26 loaded once (real model, in-memory store): ``(memory, loaded)``.
 
-    Shared by every test file that needs it: tests may read and configure it but
-    must put back any setting they change.
+    The store has seed 000's ``spec`` profile (cosine relevance > 0.65): the
+    research tests measure the spec's thresholds.  Shared by every test file that
+    needs it: tests may read and configure it but must put back what they change.
     """
     from nbmemory.datasets import load_locomo
 
-    memory = Memory(":memory:", embedder=real_embedder)
+    memory = Memory(":memory:", embedder=real_embedder, profile="spec")
     loaded = load_locomo(locomo_dir / "conv-26.json", memory)
     yield memory, loaded
     memory.close()

@@ -24,7 +24,7 @@ from nbmemory.evaluation import (
 
 @pytest.fixture
 def tiny(tiny_locomo_path):
-    memory = Memory(":memory:", embedder="hash")
+    memory = Memory(":memory:", embedder="hash", profile="spec")
     loaded = load_locomo(tiny_locomo_path, memory)
     yield memory, loaded
     memory.close()
@@ -204,6 +204,10 @@ def test_cli_eval_locomo_prints_one_table(tiny_locomo_path, capsys) -> None:
         assert name in out
     assert "recall@1" in out and "precision@3" in out and "MRR" in out
     assert "suggested relevance_threshold" in out
+    assert "profile spec" in out
+    hybrid = ["eval", "locomo", str(tiny_locomo_path), "--profile", "hybrid", "--embedder", "hash"]
+    assert main(hybrid) == 0
+    assert "profile hybrid; relevance > 0.2" in capsys.readouterr().out
     assert main(["eval", "locomo", str(tiny_locomo_path), "--k", "x", "--embedder", "hash"]) == 1
     assert "k must be whole numbers" in capsys.readouterr().err
 

@@ -15,7 +15,7 @@ from nbmemory.widgets import MemoryExplorer, ThresholdTuner
 
 @pytest.fixture
 def tiny(tiny_locomo_path):
-    memory = Memory(":memory:", embedder="hash")
+    memory = Memory(":memory:", embedder="hash", profile="spec")
     loaded = load_locomo(tiny_locomo_path, memory)
     memory.add_event("notes", "user", "Remember: Alice is allergic to cats", importance=0.95)
     assert memory.flush(timeout=30)

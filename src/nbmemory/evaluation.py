@@ -76,8 +76,9 @@ def salience(memory: Memory, loaded: LoadedConversation, question: str, k: int) 
 
 @register_strategy("relevance")
 def relevance(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
-    """Plain cosine top-``k`` (:meth:`Memory.search` without a threshold)."""
-    return memory.search(question, limit=k, namespace=loaded.namespace)["id"].tolist()
+    """Plain cosine top-``k`` (:meth:`Memory.search` in ``vector`` mode, no threshold)."""
+    hits = memory.search(question, limit=k, mode="vector", namespace=loaded.namespace)
+    return hits["id"].tolist()
 
 
 @register_strategy("relevance@threshold")
@@ -98,12 +99,13 @@ def relevance_at_threshold(
 
 @register_strategy("tri-hybrid")
 def tri_hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
-    """The whole seed 000 context (:meth:`Memory.get_context`), best-ranked first.
+    """The whole context (:meth:`Memory.get_context`), best-ranked first.
 
     The question is asked in the session of the conversation's last turn, as if
     the user asked it right after the conversation: recency then brings that
     session's last turns, salience the important memories, relevance the similar
-    ones, all with the store's settings.
+    ones, all with the store's settings (with ``profile="spec"`` this is seed
+    000's tri-hybrid context; with ``"hybrid"`` relevance is the fused ranking).
     """
     context = memory.get_context(loaded.last_session, question, namespace=loaded.namespace)
     return context.ids[:k]
@@ -239,8 +241,9 @@ def evaluate(
 ) -> Evaluation:
     """recall@k, precision@k and MRR of every strategy on labelled questions.
 
-    Thresholds and limits are the store's settings (``Memory(...,
-    relevance_threshold=0.4)`` or ``mem.configure`` to try others).
+    Thresholds, limits and the retrieval profile are the store's settings
+    (``Memory(..., profile="spec", relevance_threshold=0.4)`` or ``mem.configure``
+    to try others).
     """
     per_query = evaluate_queries(memory, loaded, k=k, strategies=strategies)
     s = memory.settings
@@ -248,6 +251,7 @@ def evaluate(
         "k": ",".join(str(x) for x in parse_ks(k)),
         "relevance_threshold": s.relevance_threshold,
         "salience_threshold": s.salience_threshold,
+        "profile": s.profile,
         "model": memory.model_name,
     }
     return Evaluation(summarize(per_query), per_query, parameters)

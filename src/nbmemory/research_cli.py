@@ -39,7 +39,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--threshold",
         type=float,
         default=None,
-        help="relevance threshold of relevance@threshold and tri-hybrid (default: 0.65)",
+        help="cosine threshold of relevance@threshold and tri-hybrid (default: the profile's,"
+        " 0.65 for spec)",
+    )
+    locomo.add_argument(
+        "--profile",
+        choices=("spec", "hybrid"),
+        default="spec",
+        help="retrieval profile of the store: spec (seed 000, the default here) or hybrid",
     )
     locomo.add_argument(
         "--strategies", default=None, help="comma-separated subset of the strategies"
@@ -93,7 +100,9 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
     from .evaluation import evaluate, labelled_similarities, suggest_threshold, threshold_sweep
 
     files = [f for path in args.paths for f in locomo_files(path)]
-    settings = {} if args.threshold is None else {"relevance_threshold": args.threshold}
+    settings: dict = {"profile": args.profile}
+    if args.threshold is not None:
+        settings["relevance_threshold"] = args.threshold
     strategies = (
         [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
     )
@@ -105,8 +114,8 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
         params = result.parameters
         print(
             f"LoCoMo: {len(files)} conversation(s), {int(result.table['questions'].iloc[0])} "
-            f"questions; model {params['model']}; relevance > {params['relevance_threshold']}, "
-            f"salience >= {params['salience_threshold']}"
+            f"questions; model {params['model']}; profile {params['profile']}; "
+            f"relevance > {params['relevance_threshold']}, salience >= {params['salience_threshold']}"
         )
         print(result.to_markdown() if args.markdown else str(result))
         print(f"suggested {suggestion}")
