@@ -423,7 +423,12 @@ def test_config_relevance_threshold_changes_what_context_finds(ip, magics):
 
 def test_bad_config_values_are_refused(ip, magics, caplog):
     run(ip, "%config MemoryMagics.relevance_threshold = 5")
-    assert magics.relevance_threshold == 0.65
+    assert magics.relevance_threshold is None  # unchanged: follows the profile
+    assert magics.settings().relevance_threshold == 0.2
+    run(ip, "%config MemoryMagics.profile = 'fast'")
+    assert magics.profile == "hybrid"
+    run(ip, "%config MemoryMagics.profile = 'spec'")
+    assert magics.settings().relevance_threshold == 0.65
     assert "relevance_threshold must be a number between -1 and 1" in caplog.text
     run(ip, "%config MemoryMagics.session = '  '")
     assert magics.session == "notebook"
@@ -664,9 +669,13 @@ def test_recall_says_when_embeddings_are_still_running(ip, magics, capsys):
     run(ip, "%config MemoryMagics.embed_timeout = 0.2")
     try:
         run(ip, "%%remember\nwaiting for its vector")
-        frame = run(ip, "%recall waiting")
+        frame = run(ip, "%recall waiting --mode vector")
         assert frame.empty
         assert "still being embedded" in capsys.readouterr().out
+        # keywords need no vector: the hybrid ranking finds it already
+        frame = run(ip, "%recall waiting")
+        assert frame["content"].tolist() == ["waiting for its vector"]
+        assert frame["signals"].iloc[0] == "keyword" and np.isnan(frame["similarity"].iloc[0])
     finally:
         release.set()
     assert magics.memory.flush(60)

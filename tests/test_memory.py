@@ -368,3 +368,16 @@ def test_two_threads_add_while_searching(mem):
     mem.flush()
     assert not errors
     assert mem.status()["embedded"] == 150
+
+
+def test_no_method_of_a_mixin_is_shadowed():
+    """Memory's own methods and its mixins' must not share a name (one would vanish)."""
+    own = set(vars(Memory))
+    seen: dict[str, str] = {}
+    for mixin in Memory.__mro__[1:-1]:
+        for name, value in vars(mixin).items():
+            if name.startswith("__") or not callable(value):
+                continue
+            assert name not in own, f"Memory.{name} shadows {mixin.__name__}.{name}"
+            assert name not in seen, f"{mixin.__name__}.{name} clashes with {seen[name]}"
+            seen[name] = mixin.__name__

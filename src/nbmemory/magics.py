@@ -47,6 +47,7 @@ _DEFAULTS = Settings()
 
 #: Traits that are also :class:`~nbmemory.config.Settings` of the open store.
 SETTINGS_TRAITS = (
+    "profile",
     "relevance_threshold",
     "relevance_limit",
     "recency_limit",
@@ -60,7 +61,17 @@ SETTINGS_TRAITS = (
 STORE_TRAITS = ("path", "embedder", "model_path", "namespace")
 
 #: Columns of ``%recall``'s answer, in order.
-RECALL_COLUMNS = ["id", "content", "role", "session", "similarity", "importance", "created_at"]
+RECALL_COLUMNS = [
+    "id",
+    "content",
+    "role",
+    "session",
+    "similarity",
+    "importance",
+    "created_at",
+    "score",
+    "signals",
+]
 
 
 # -- errors ----------------------------------------------------------------------------
@@ -203,6 +214,12 @@ RECALL.add_argument("-k", type=int, help="how many hits (default: MemoryMagics.r
 RECALL.add_argument(
     "--threshold", type=float, help="keep hits with similarity >= T (default: none, top k)"
 )
+RECALL.add_argument(
+    "--mode",
+    choices=("hybrid", "vector", "keyword"),
+    help="ranking: hybrid (cosine + keywords + neighbouring turns), vector (cosine only) "
+    "or keyword (BM25); default: the profile's",
+)
 RECALL.add_argument("--session", help="only this session")
 RECALL.add_argument("--role", help="only this role")
 RECALL.add_argument("--since", help="created at or after (ISO-8601)")
@@ -217,7 +234,9 @@ CONTEXT = _Parser(
 )
 CONTEXT.add_argument("--session", help="session id (default: MemoryMagics.session)")
 CONTEXT.add_argument(
-    "--threshold", type=float, help="relevance threshold for this call (default: 0.65)"
+    "--threshold",
+    type=float,
+    help="relevance threshold for this call (default: the profile's, 0.2 hybrid, 0.65 spec)",
 )
 CONTEXT.add_argument(
     "--explain", action="store_true", help="also list the near misses and by how much"
@@ -391,7 +410,15 @@ class MemoryMagics(Magics):
         60.0,
         help="Seconds %recall and %context wait for memories still being embedded.",
     ).tag(config=True)
-    relevance_threshold = _setting(Float, "relevance_threshold", "%context: similarity to exceed.")
+    profile = _setting(
+        Unicode, "profile", "Retrieval profile: 'hybrid' (default) or 'spec' (seed 000)."
+    )
+    relevance_threshold = Float(
+        None,
+        allow_none=True,
+        help="%context: cosine similarity to exceed; None follows the profile "
+        "(0.65 spec, 0.2 hybrid). Settings.relevance_threshold.",
+    ).tag(config=True)
     relevance_limit = _setting(Int, "relevance_limit", "%context: relevant memories.")
     recency_limit = _setting(Int, "recency_limit", "%context: latest events of the session.")
     salience_threshold = _setting(Float, "salience_threshold", "%context: importance needed.")
@@ -539,6 +566,7 @@ class MemoryMagics(Magics):
             query,
             limit=self.recall_limit if args.k is None else args.k,
             threshold=threshold,
+            mode=args.mode,
             session_id=args.session,
             role=args.role,
             since=args.since,

@@ -509,7 +509,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
             hits["signals"] = "vector"
         else:
             allowed = self._allowed_ids(ns, flt, start, end)
-            ranked = self._ranked(
+            ranked = self._rank_hits(
                 query, vector, ns, limit=limit, threshold=threshold, mode=mode, allowed=allowed
             )
             hits = self._hits_frame(ranked)
@@ -538,7 +538,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         rows = self.store.fetchall(f"SELECT id FROM events WHERE {' AND '.join(clauses)}", params)
         return {row[0] for row in rows}
 
-    def _ranked(
+    def _rank_hits(
         self,
         query: str,
         vector: np.ndarray,
@@ -668,7 +668,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         if query is not None and relevance_limit:
             vector = self.embed_query(query)
             if s.search_mode == "hybrid":
-                ranked = self._ranked(
+                ranked = self._rank_hits(
                     query,
                     vector,
                     ns,
