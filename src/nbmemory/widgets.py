@@ -258,7 +258,8 @@ class ThresholdTuner:
         )
         if self.labelled:
             text += (
-                f" ({counts['relevant_recalled']} of them evidence).<br>Over all "
+                f"; {counts['relevant_recalled']} of the {counts['recalled']} answer it."
+                f"<br>Over all "
                 f"{counts['queries']} queries at this threshold: recall "
                 f"<b>{counts['recall']:.2f}</b>, precision {counts['precision']:.2f}, "
                 f"<b>{counts['no_hit']:.0%}</b> of queries recall nothing by relevance."

@@ -1,0 +1,301 @@
+"""The threshold tuner in a real browser: JupyterLab on 127.0.0.1, Debian chromium via Playwright.
+
+The test starts JupyterLab (token, free port, 127.0.0.1 only, news and update
+checks off), opens notebooks/threshold-tuning.ipynb, runs every cell, drags the
+relevance slider and checks that the histogram's threshold line and the list of
+recalled memories changed.  A screenshot is saved under ``$NBMEMORY_ARTIFACTS``
+(default: pytest's temporary folder, ``artifacts/``).  The browser may talk to
+127.0.0.1 only: every other request is aborted and the test fails if one was tried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import sync_playwright
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "threshold-tuning.ipynb"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [pytest.mark.real_model, pytest.mark.locomo]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _quiet_lab_config(config_dir: Path) -> None:
+    """Page config and user settings: no calls to the internet, no kernel dialog."""
+    labconfig = config_dir / "labconfig"
+    labconfig.mkdir(parents=True)
+    (labconfig / "page_config.json").write_text(
+        json.dumps(
+            {
+                "disabledExtensions": {
+                    "@jupyterlab/apputils-extension:announcements": True,
+                    "@jupyterlab/extensionmanager-extension": True,
+                }
+            }
+        )
+    )
+    settings = config_dir / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+    # start the notebook's kernel without the "Select Kernel" dialog, and keep every
+    # cell in the DOM (windowing detaches the ones scrolled away)
+    notebook = config_dir / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
+    notebook.mkdir(parents=True)
+    (notebook / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"autoStartDefaultKernel": True, "windowingMode": "none"})
+    )
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory, model_path, locomo_dir):
+    """A JupyterLab server on 127.0.0.1 serving a copy of the tuning notebook."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("chromium is required in CI: apt-get install -y chromium")
+        pytest.skip("Debian chromium not installed (apt-get install -y chromium)")
+    root = tmp_path_factory.mktemp("lab")
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    home = tmp_path_factory.mktemp("jupyter-home")
+    _quiet_lab_config(home / "config")
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(home / "config" / "lab" / "user-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+        "IPYTHONDIR": str(home / "ipython"),
+        "NO_PROXY": "127.0.0.1",
+        "no_proxy": "127.0.0.1",
+    }
+    port = _free_port()
+    token = secrets.token_hex(24)
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--port-retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.news_url=",
+        "--LabApp.extension_manager=readonly",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
+        command.append("--allow-root")
+    server = subprocess.Popen(
+        command,
+        env=env,
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log: list[str] = []
+    started = threading.Event()
+    finished = threading.Event()
+
+    def read() -> None:
+        assert server.stderr is not None
+        for line in server.stderr:
+            log.append(line)
+            if "is running at" in line or f"http://127.0.0.1:{port}/lab" in line:
+                started.set()
+        finished.set()
+        started.set()  # the server exited: stop waiting
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        started.wait(timeout=120)
+        if finished.is_set() or not started.is_set():
+            pytest.fail("JupyterLab did not start:\n" + "".join(log[-40:]))
+        yield {"base": f"http://127.0.0.1:{port}", "token": token, "root": root, "log": log}
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+
+
+@pytest.fixture
+def artifacts(tmp_path_factory) -> Path:
+    chosen = os.environ.get("NBMEMORY_ARTIFACTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.getbasetemp() / "artifacts"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _threshold_x(page) -> float | None:
+    """x of the tuner histogram's movable line, read from plotly's own layout."""
+    return page.evaluate(
+        """() => {
+            const gd = document.querySelector('.nbmemory-histogram .js-plotly-plot');
+            if (!gd || !gd.layout) return null;
+            const line = (gd.layout.shapes || []).find(s => s.name === 'threshold');
+            return line ? line.x0 : null;
+        }"""
+    )
+
+
+def _run_all(page, attempts: int = 10) -> None:
+    """Run > Run All Cells, until the first code cell is queued or running.
+
+    A kernel reported idle may still be connecting; Run All is then dropped
+    without a trace, so the click is repeated until the first prompt leaves "[ ]".
+    """
+    prompt = page.locator(".jp-CodeCell .jp-InputPrompt").first
+    for _ in range(attempts):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').click()
+        try:
+            page.wait_for_function(
+                "el => /\\[(\\*|\\d+)\\]/.test(el.textContent)",
+                arg=prompt.element_handle(),
+                timeout=3_000,
+            )
+            return
+        except PlaywrightTimeout:
+            continue
+    pytest.fail("Run All never started the notebook's cells")
+
+
+def test_tuner_in_jupyterlab(jupyterlab, artifacts, tmp_path) -> None:
+    blocked: list[str] = []
+
+    def elsewhere(url: str) -> bool:
+        return urlparse(url).hostname != "127.0.0.1"
+
+    def block(route) -> None:
+        blocked.append(route.request.url)
+        route.abort()
+
+    url = f"{jupyterlab['base']}/lab/tree/{NOTEBOOK.name}?token={jupyterlab['token']}"
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            context.route(elsewhere, block)  # 127.0.0.1 is not intercepted at all
+            page = context.pages[0] if context.pages else context.new_page()
+            page.set_default_timeout(60_000)
+            console: list[str] = []
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            page.goto(url)
+            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", state="visible")
+            page.locator(
+                ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']"
+            ).wait_for(state="attached", timeout=300_000)
+            _run_all(page)
+            # the last cell's output (not its source, which has the same words)
+            page.locator(
+                ".jp-OutputArea-output", has_text="apply with: mem.apply_thresholds"
+            ).wait_for(state="attached", timeout=300_000)
+            assert not page.locator(".jp-OutputArea-output[data-mime-type*='error']").count()
+
+            tuner = page.locator(".nbmemory-tuner")
+            tuner.scroll_into_view_if_needed()
+            page.wait_for_function(
+                "() => { const gd = document.querySelector("
+                "'.nbmemory-histogram .js-plotly-plot'); return gd && gd.layout; }"
+            )
+            recalled = page.locator(".nbmemory-recalled")
+            counts = page.locator(".nbmemory-counts")
+            readout = page.locator(".nbmemory-relevance-slider .widget-readout")
+            assert recalled.is_visible() and counts.is_visible()
+            before_list = recalled.text_content()
+            before_counts = counts.text_content()
+            before_rows = page.evaluate(
+                "() => document.querySelectorAll('.nbmemory-recalled tbody tr').length"
+            )
+            before_x = _threshold_x(page)
+            assert before_x == pytest.approx(0.65)
+            assert readout.inner_text().strip() == "0.65"
+            page.screenshot(path=str(artifacts / "threshold-tuner-before.png"))
+
+            # drag the relevance slider's handle to about 0.40
+            page.locator(".nbmemory-relevance-slider").scroll_into_view_if_needed()
+            track = page.locator(".nbmemory-relevance-slider .noUi-target").bounding_box()
+            handle = page.locator(".nbmemory-relevance-slider .noUi-handle").bounding_box()
+            assert track and handle
+            page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
+            page.mouse.down()
+            page.mouse.move(track["x"] + 0.40 * track["width"], track["y"] + 5, steps=12)
+            page.mouse.up()
+
+            page.wait_for_function(
+                "before => document.querySelector('.nbmemory-recalled').textContent !== before",
+                arg=before_list,
+            )
+            page.wait_for_function(
+                "() => { const gd = document.querySelector("
+                "'.nbmemory-histogram .js-plotly-plot');"
+                " const s = (gd.layout.shapes || []).find(s => s.name === 'threshold');"
+                " return s && Math.abs(s.x0 - 0.65) > 0.05; }"
+            )
+            value = float(readout.inner_text().strip())
+            assert 0.3 < value < 0.55
+            assert _threshold_x(page) == pytest.approx(value, abs=0.005)
+            after_list = recalled.text_content()
+            assert after_list != before_list
+            assert counts.text_content() != before_counts
+            assert f"similarity > {value:.2f}" in counts.text_content()
+            # a lower threshold recalls more rows for the same question
+            rows = "return document.querySelectorAll('.nbmemory-recalled tbody tr').length"
+            assert page.evaluate(f"() => {{ {rows} }}") > before_rows
+
+            tuner.scroll_into_view_if_needed()
+            shot = artifacts / "threshold-tuner.png"
+            page.screenshot(path=str(shot))
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        except Exception:
+            for open_page in context.pages:
+                open_page.screenshot(path=str(artifacts / "threshold-tuner-failure.png"))
+            print("browser console:", *console[-30:], sep="\n")
+            outputs = page.evaluate(
+                "() => Array.from(document.querySelectorAll('.jp-OutputArea-output'))"
+                ".map(e => e.className + ' | ' + e.textContent.slice(0, 120))"
+            )
+            print("outputs:", *outputs, sep="\n")
+            print("server log:", *jupyterlab["log"][-30:], sep="\n")
+            raise
+        finally:
+            context.close()
+    assert blocked == [], f"the page tried to reach beyond 127.0.0.1: {blocked}"
