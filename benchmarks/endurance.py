@@ -1,6 +1,6 @@
 """Endurance: many add_event calls and searches in one process, with its memory (RSS) over time.
 
-    python benchmarks/endurance.py                         # 100k add_event + 10k searches (+5k)
+    python benchmarks/endurance.py            # 100k add_event + 10k searches, then 5k searches, 10k churn
     python benchmarks/endurance.py --events 20000 --searches 2000 --checkpoints 5
     NBMEMORY_MODEL_PATH=... python benchmarks/endurance.py --model real --events 10000
 
@@ -179,6 +179,17 @@ def run(args: argparse.Namespace) -> None:
         gc.collect()
         tail_after = rss_mb()
         tail_seconds = time.perf_counter() - tail_began
+        # and churn: add_event + delete pairs, so the data stays the same size
+        churn_began = time.perf_counter()
+        for j in range(args.churn):
+            event = mem.add_event(f"s{j % args.sessions}", "user", sentence(rng, -j))
+            if j % 10 == 0:
+                mem.search(" ".join(rng.choice(WORDS, size=3)), limit=5)
+            mem.delete(event.id)
+        mem.flush()
+        gc.collect()
+        churn_after = rss_mb()
+        churn_seconds = time.perf_counter() - churn_began
         status = mem.status()
     end_rss = rss_mb()
     print(f"# nbmemory endurance: {args.events:,} add_event, {args.searches:,} searches")
@@ -211,6 +222,12 @@ def run(args: argparse.Namespace) -> None:
             f"store, no new events: RSS {tail_before:.0f} -> {tail_after:.0f} MiB "
             f"({tail_after - tail_before:+.0f} MiB) in {tail_seconds:.0f} s."
         )
+    if args.churn:
+        print(
+            f"Churn: {args.churn:,} add_event + delete pairs (a search every 10), same data size: "
+            f"RSS {tail_after:.0f} -> {churn_after:.0f} MiB ({churn_after - tail_after:+.0f} MiB) "
+            f"in {churn_seconds:.0f} s (the audit log still grows by two rows a pair)."
+        )
     if tmp is not None:
         tmp.cleanup()
 
@@ -225,6 +242,12 @@ def main(argv: list[str] | None = None) -> None:
         default=5_000,
         help="searches after the last event, with no new data (RSS must stay flat)",
     )
+    parser.add_argument(
+        "--churn",
+        type=int,
+        default=10_000,
+        help="add_event + delete pairs at the end, data size constant (RSS must stay flat)",
+    )
     parser.add_argument("--sessions", type=int, default=100, help="sessions written to")
     parser.add_argument("--checkpoints", type=int, default=10, help="rows in the table")
     parser.add_argument("--model", choices=["hash", "real"], default="hash")
@@ -234,8 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.events < 1 or args.checkpoints < 1 or args.sessions < 1:
         parser.error("--events, --checkpoints and --sessions must be positive")
-    if args.searches < 0 or args.tail_searches < 0:
-        parser.error("--searches and --tail-searches must be 0 or more")
+    if min(args.searches, args.tail_searches, args.churn) < 0:
+        parser.error("--searches, --tail-searches and --churn must be 0 or more")
     run(args)
 
 

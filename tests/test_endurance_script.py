@@ -24,6 +24,8 @@ def test_endurance_script_runs_and_prints_the_rss_table(tmp_path):
             "2",
             "--tail-searches",
             "10",
+            "--churn",
+            "20",
             "--store",
             str(store),
         ],
@@ -38,3 +40,4 @@ def test_endurance_script_runs_and_prints_the_rss_table(tmp_path):
     assert "| 60 | 6 |" in out and "| 120 | 12 |" in out
     assert "120 events, 120 embedded, 0 failed" in out
     assert "Search-only tail: 10 search+get_context calls" in out
+    assert "Churn: 20 add_event + delete pairs" in out
