@@ -18,6 +18,8 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -66,13 +68,46 @@ def _quiet_lab_config(config_dir: Path) -> None:
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
-    # start the notebook's kernel without the "Select Kernel" dialog, and keep every
-    # cell in the DOM (windowing detaches the ones scrolled away)
+    # no "Select Kernel" dialog, and every cell kept in the DOM (windowing detaches
+    # the cells scrolled away)
     notebook = config_dir / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
     notebook.mkdir(parents=True)
     (notebook / "tracker.jupyterlab-settings").write_text(
         json.dumps({"autoStartDefaultKernel": True, "windowingMode": "none"})
     )
+
+
+def _wait_listening(port: int, seconds: float = 60.0) -> None:
+    """Wait until 127.0.0.1:port accepts connections (the log line may come first)."""
+    deadline = time.monotonic() + seconds
+    pause = threading.Event()
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            pause.wait(0.1)
+
+
+def _start_session(base: str, token: str, path: str) -> None:
+    """Start the notebook's kernel through the REST API before the page opens.
+
+    The page then attaches to a running session over one websocket; letting the
+    page start the kernel itself races two connections, and widget messages sent
+    on the lost one leave "model not found" in place of the widgets.
+    """
+    body = json.dumps({"path": path, "type": "notebook", "kernel": {"name": "python3"}})
+    request = urllib.request.Request(
+        f"{base}/api/sessions",
+        data=body.encode(),
+        method="POST",
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+    )
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+    with direct.open(request, timeout=120) as response:
+        assert response.status == 201, response.status
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +176,7 @@ def jupyterlab(tmp_path_factory, model_path, locomo_dir):
         started.wait(timeout=120)
         if finished.is_set() or not started.is_set():
             pytest.fail("JupyterLab did not start:\n" + "".join(log[-40:]))
+        _wait_listening(port)
         yield {"base": f"http://127.0.0.1:{port}", "token": token, "root": root, "log": log}
     finally:
         server.terminate()
@@ -204,6 +240,7 @@ def test_tuner_in_jupyterlab(jupyterlab, artifacts, tmp_path) -> None:
         route.abort()
 
     url = f"{jupyterlab['base']}/lab/tree/{NOTEBOOK.name}?token={jupyterlab['token']}"
+    _start_session(jupyterlab["base"], jupyterlab["token"], NOTEBOOK.name)
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"),
@@ -289,6 +326,8 @@ def test_tuner_in_jupyterlab(jupyterlab, artifacts, tmp_path) -> None:
             for open_page in context.pages:
                 open_page.screenshot(path=str(artifacts / "threshold-tuner-failure.png"))
             print("browser console:", *console[-30:], sep="\n")
+            dialogs = page.locator(".jp-Dialog").all_text_contents()
+            print("dialogs:", *dialogs, sep="\n")
             outputs = page.evaluate(
                 "() => Array.from(document.querySelectorAll('.jp-OutputArea-output'))"
                 ".map(e => e.className + ' | ' + e.textContent.slice(0, 120))"
