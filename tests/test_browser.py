@@ -210,14 +210,22 @@ def _threshold_x(page) -> float | None:
 def _run_all(page, attempts: int = 10) -> None:
     """Run > Run All Cells, until the first code cell is queued or running.
 
-    A kernel reported idle may still be connecting; Run All is then dropped
-    without a trace, so the click is repeated until the first prompt leaves "[ ]".
+    A kernel reported idle may still be connecting (or restarting after a port
+    clash on a busy machine); Run All is then dropped without a trace, or a dialog
+    says so.  Each attempt closes any dialog, waits for an idle kernel and clicks
+    Run All, until the first prompt leaves "[ ]".
     """
     prompt = page.locator(".jp-CodeCell .jp-InputPrompt").first
+    idle = page.locator(
+        ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']"
+    )
     for _ in range(attempts):
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').click()
+        for button in page.locator(".jp-Dialog .jp-mod-accept").all():
+            button.click()
+        idle.wait_for(state="attached", timeout=120_000)
         try:
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click(timeout=10_000)
+            page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').click(timeout=10_000)
             page.wait_for_function(
                 "el => /\\[(\\*|\\d+)\\]/.test(el.textContent)",
                 arg=prompt.element_handle(),
@@ -225,7 +233,7 @@ def _run_all(page, attempts: int = 10) -> None:
             )
             return
         except PlaywrightTimeout:
-            continue
+            page.keyboard.press("Escape")  # close a menu left open
     pytest.fail("Run All never started the notebook's cells")
 
 
@@ -257,9 +265,6 @@ def test_tuner_in_jupyterlab(jupyterlab, artifacts, tmp_path) -> None:
             page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
             page.goto(url)
             page.wait_for_selector(".jp-NotebookPanel .jp-Cell", state="visible")
-            page.locator(
-                ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']"
-            ).wait_for(state="attached", timeout=300_000)
             _run_all(page)
             # the last cell's output (not its source, which has the same words)
             page.locator(
