@@ -204,10 +204,15 @@ def test_cli_eval_locomo_prints_one_table(tiny_locomo_path, capsys) -> None:
         assert name in out
     assert "recall@1" in out and "precision@3" in out and "MRR" in out
     assert "suggested relevance_threshold" in out
-    assert "profile spec" in out
+    assert "profiles spec,hybrid" in out  # both by default: a row per profile where it matters
+    assert "tri-hybrid [spec]" in out and "tri-hybrid [hybrid]" in out
     hybrid = ["eval", "locomo", str(tiny_locomo_path), "--profile", "hybrid", "--embedder", "hash"]
     assert main(hybrid) == 0
-    assert "profile hybrid; relevance > 0.2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "profiles hybrid (hybrid relevance > 0.2)" in out and "[hybrid]" not in out
+    bad = ["eval", "locomo", str(tiny_locomo_path), "--profile", "fast", "--embedder", "hash"]
+    assert main(bad) == 1
+    assert "unknown profile fast" in capsys.readouterr().err
     assert main(["eval", "locomo", str(tiny_locomo_path), "--k", "x", "--embedder", "hash"]) == 1
     assert "k must be whole numbers" in capsys.readouterr().err
 
@@ -228,3 +233,28 @@ def test_conv26_with_the_real_model(locomo_conv26) -> None:
     assert at.loc[0.4, "recall"] > at.loc[0.65, "recall"]
     suggestion = suggest_threshold(sweep)
     assert 0.3 <= suggestion.threshold <= 0.8
+
+
+def test_evaluate_profiles_gives_profile_rows_and_restores_settings(tiny) -> None:
+    from nbmemory.evaluation import evaluate_profiles
+
+    memory, loaded = tiny
+    before = memory.settings
+    audit_rows = len(memory.audit_log())
+    result = evaluate_profiles(memory, loaded, ["spec", "hybrid"], k="1,3")
+    names = list(result.table.index)
+    assert names[:3] == ["recency", "salience", "relevance"]
+    for name in ["keyword", "hybrid", "tri-hybrid [spec]", "tri-hybrid [hybrid]"]:
+        assert name in names
+    assert "tri-hybrid" not in names  # profile-dependent rows carry their profile
+    assert (result.table["questions"] == 3).all()
+    assert memory.settings == before and memory.settings.profile == "spec"
+    assert len(memory.audit_log()) == audit_rows  # a trial, not a settings change
+    # the hybrid profile's tri-hybrid uses the hybrid ranking: on these labels it
+    # finds at least as much evidence as plain cosine at the spec's 0.65
+    table = result.table
+    assert (
+        table.loc["tri-hybrid [hybrid]", "recall@3"] >= table.loc["tri-hybrid [spec]", "recall@3"]
+    )
+    with pytest.raises(InvalidInput):
+        evaluate_profiles(memory, loaded, [])

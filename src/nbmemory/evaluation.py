@@ -111,6 +111,24 @@ def tri_hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int
     return context.ids[:k]
 
 
+@register_strategy("keyword")
+def keyword(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+    """BM25 top-``k`` (:meth:`Memory.search` in ``keyword`` mode)."""
+    hits = memory.search(question, limit=k, mode="keyword", namespace=loaded.namespace)
+    return hits["id"].tolist()
+
+
+@register_strategy("hybrid")
+def hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+    """Cosine fused with BM25 and neighbouring turns (:meth:`Memory.search`, ``hybrid``)."""
+    hits = memory.search(question, limit=k, mode="hybrid", namespace=loaded.namespace)
+    return hits["id"].tolist()
+
+
+#: Strategies whose answer depends on the store's retrieval profile (the others don't).
+PROFILE_DEPENDENT = frozenset({"relevance@threshold", "tri-hybrid"})
+
+
 def parse_ks(text: str | int | Iterable[int]) -> list[int]:
     """``"5,10"`` (or one int, or an iterable of ints) -> sorted distinct positive cut-offs."""
     if isinstance(text, str):
@@ -255,6 +273,61 @@ def evaluate(
         "model": memory.model_name,
     }
     return Evaluation(summarize(per_query), per_query, parameters)
+
+
+def evaluate_profiles(
+    memory: Memory,
+    loaded: LoadedConversation | Sequence[LoadedConversation],
+    profiles: Sequence[str],
+    *,
+    k: Iterable[int] | int | str = (5, 10),
+    strategies: Mapping[str, Strategy] | Sequence[str] | None = None,
+    relevance_threshold: float | None = None,
+) -> Evaluation:
+    """One table for several retrieval profiles (``["spec", "hybrid"]``).
+
+    Strategies that do not depend on the profile (recency, salience, relevance,
+    keyword, hybrid) are asked once; the others once per profile, named like
+    ``"tri-hybrid [spec]"`` when there is more than one profile.
+    ``relevance_threshold`` overrides every profile's own (None: each profile's,
+    0.65 for spec and 0.2 for hybrid).  The store's settings are put back after.
+    """
+    if not profiles:
+        raise InvalidInput("name at least one profile (spec, hybrid)")
+    chosen = _chosen(strategies)
+    shared = {n: f for n, f in chosen.items() if n not in PROFILE_DEPENDENT}
+    dependent = {n: f for n, f in chosen.items() if n in PROFILE_DEPENDENT}
+    before = memory.settings
+    frames = []
+    try:
+        for index, profile in enumerate(profiles):
+            memory._settings = before.replace(
+                profile=profile, relevance_threshold=relevance_threshold
+            )
+            asked = {**(shared if index == 0 else {}), **dependent}
+            if not asked:
+                continue
+            frame = evaluate_queries(memory, loaded, k=k, strategies=asked)
+            if len(profiles) > 1:
+                mask = frame["strategy"].isin(dependent)
+                frame.loc[mask, "strategy"] += f" [{profile}]"
+            frames.append(frame)
+    finally:
+        memory._settings = before  # a trial of settings, not a change to audit
+    per_query = pd.concat(frames, ignore_index=True)
+    table = summarize(per_query)
+    order = [n for n in chosen if n in table.index]
+    order += [n for n in table.index if n not in order]
+    parameters = {
+        "k": ",".join(str(x) for x in parse_ks(k)),
+        "profiles": ",".join(profiles),
+        "relevance_threshold": (
+            "per profile" if relevance_threshold is None else relevance_threshold
+        ),
+        "salience_threshold": before.salience_threshold,
+        "model": memory.model_name,
+    }
+    return Evaluation(table.loc[order], per_query, parameters)
 
 
 # -- similarity of questions against every memory, and the threshold sweep --------------

@@ -44,9 +44,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     locomo.add_argument(
         "--profile",
-        choices=("spec", "hybrid"),
-        default="spec",
-        help="retrieval profile of the store: spec (seed 000, the default here) or hybrid",
+        default="spec,hybrid",
+        help="retrieval profiles, comma-separated: spec (seed 000) and/or hybrid "
+        "(default: both; profile-dependent strategies get a row per profile)",
     )
     locomo.add_argument(
         "--strategies", default=None, help="comma-separated subset of the strategies"
@@ -96,26 +96,48 @@ def cmd_import_sqlite(args: argparse.Namespace) -> int:
 
 def cmd_eval_locomo(args: argparse.Namespace) -> int:
     """``nbmemory eval locomo PATH...``: one table of strategies x metrics."""
+    from .config import PROFILES
     from .datasets import load_locomo, locomo_files
-    from .evaluation import evaluate, labelled_similarities, suggest_threshold, threshold_sweep
+    from .evaluation import (
+        evaluate_profiles,
+        labelled_similarities,
+        suggest_threshold,
+        threshold_sweep,
+    )
 
     files = [f for path in args.paths for f in locomo_files(path)]
-    settings: dict = {"profile": args.profile}
-    if args.threshold is not None:
-        settings["relevance_threshold"] = args.threshold
+    profiles = [p.strip() for p in args.profile.split(",") if p.strip()]
+    unknown = [p for p in profiles if p not in PROFILES]
+    if unknown or not profiles:
+        raise InvalidInput(
+            f"unknown profile {', '.join(unknown) or repr(args.profile)}; profiles: "
+            f"{', '.join(PROFILES)}"
+        )
     strategies = (
         [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
     )
-    with _memory(args, ":memory:", **settings) as mem:
+    with _memory(args, ":memory:") as mem:
         loaded = [load_locomo(f, mem) for f in files]
-        result = evaluate(mem, loaded, k=args.k, strategies=strategies)
+        result = evaluate_profiles(
+            mem,
+            loaded,
+            profiles,
+            k=args.k,
+            strategies=strategies,
+            relevance_threshold=args.threshold,
+        )
         sweep = threshold_sweep(labelled_similarities(mem, loaded))
         suggestion = suggest_threshold(sweep, target_recall=args.target_recall)
         params = result.parameters
+        thresholds = ", ".join(
+            f"{p} relevance > "
+            f"{PROFILES[p]['relevance_threshold'] if args.threshold is None else args.threshold}"
+            for p in profiles
+        )
         print(
             f"LoCoMo: {len(files)} conversation(s), {int(result.table['questions'].iloc[0])} "
-            f"questions; model {params['model']}; profile {params['profile']}; "
-            f"relevance > {params['relevance_threshold']}, salience >= {params['salience_threshold']}"
+            f"questions; model {params['model']}; profiles {params['profiles']} "
+            f"({thresholds}); salience >= {params['salience_threshold']}"
         )
         print(result.to_markdown() if args.markdown else str(result))
         print(f"suggested {suggestion}")
