@@ -228,9 +228,9 @@ def test_background_consolidation_runs_on_trigger_and_stops_on_close(store_path)
 
     mem = Memory(store_path, embedder="hash")
     _seed(mem)
+    default = mem.consolidator  # started with the store
     consolidator = mem.start_consolidation(summarizer=summarizer, interval_hours=1000)
-    with pytest.raises(InvalidInput, match="already running"):
-        mem.start_consolidation()
+    assert not default.alive and mem.consolidator is consolidator  # replaced, not doubled
     assert consolidator.runs == 0
     assert consolidator.wait_for_run(consolidator.trigger(), timeout=30)
     assert called.is_set()
@@ -279,3 +279,16 @@ def test_summaries_and_their_facts_are_redacted(mem):
     mem.consolidate(summarizer=leaky, now=NOW)
     assert secret not in _summaries(mem)["content"].iloc[0]
     assert secret not in mem.get_fact("config", "slack")["value"]
+
+
+def test_background_consolidation_starts_with_the_store_and_stops_on_close(store_path):
+    """Seed 000: a background task every consolidation_interval_hours, without asking."""
+    mem = Memory(store_path, embedder="hash")
+    consolidator = mem.consolidator
+    assert consolidator is not None and consolidator.alive
+    mem.close()
+    assert not consolidator.alive
+    with Memory(store_path, embedder="hash", background_consolidation=False) as quiet:
+        assert quiet.consolidator is None
+    with Memory(store_path, embedder="hash", read_only=True) as reader:
+        assert reader.consolidator is None

@@ -50,6 +50,8 @@ class Settings:
     relevance_limit: int = 5
     importance_by_role: dict[str, float] = field(default_factory=_default_importance)
     consolidation_interval_hours: float = 6.0
+    #: Run consolidation in a background thread every interval (``start_consolidation``).
+    background_consolidation: bool = True
     # seed 004: similarity search
     similarity_threshold: float = 0.7
     # retrieval profile (issue 9): "hybrid" (default) fuses cosine similarity with
@@ -105,6 +107,11 @@ class Settings:
             value = getattr(self, name)
             if not _is_number(value) or not math.isfinite(value) or value <= 0:
                 raise InvalidInput(f"{name} must be a positive number of hours, got {value!r}")
+        if not isinstance(self.background_consolidation, bool):
+            raise InvalidInput(
+                f"background_consolidation must be True or False, got "
+                f"{self.background_consolidation!r}"
+            )
         if not isinstance(self.redaction, bool):
             raise InvalidInput(f"redaction must be True or False, got {self.redaction!r}")
         if isinstance(self.redact_patterns, str):

@@ -499,11 +499,12 @@ class ConsolidationMixin:
         """Consolidate in a background thread every ``interval_hours`` (default 6).
 
         The first run happens after one interval (``.trigger()`` runs one now).  The
-        thread stops with :meth:`stop_consolidation` or ``mem.close()``.
+        thread stops with :meth:`stop_consolidation` or ``mem.close()``.  A store
+        starts one with the default summarizer when it opens (unless
+        ``Settings.background_consolidation`` is false); calling this again replaces
+        it, e.g. with an LLM summarizer.
         """
         self._check_open()
-        if self.consolidator is not None and self.consolidator.alive:
-            raise InvalidInput("consolidation is already running; stop_consolidation() first")
         hours = (
             self._settings.consolidation_interval_hours
             if interval_hours is None
@@ -520,6 +521,7 @@ class ConsolidationMixin:
                 summarizer=summarizer, older_than_hours=older_than_hours, namespace=ns, _stop=stop
             )
 
+        self.stop_consolidation()  # the new settings replace the running thread
         consolidator = Consolidator(job, float(hours) * 3600.0)
         self.__dict__["_nbmemory_consolidator"] = consolidator
         return consolidator

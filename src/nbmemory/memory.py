@@ -121,6 +121,10 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
             )
             # events left without a vector (crash, restart) are picked up now
             self.worker.submit(self.store.pending_embeddings())
+            if self._settings.background_consolidation:
+                # seed 000: old conversation compressed every consolidation_interval_hours
+                # (first run after one interval; close() stops it)
+                self.start_consolidation()
         _OPEN.add(self)
 
     # -- lifecycle ---------------------------------------------------------------------
