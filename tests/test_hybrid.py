@@ -239,3 +239,29 @@ def test_hybrid_recall_at_10_on_five_locomo_conversations(tmp_path, locomo_dir, 
         assert len(recalls["hybrid"]) >= 750
         assert hybrid >= 0.70, f"hybrid recall@10 = {hybrid:.3f}"
         assert hybrid > vector + 0.1, (vector, hybrid)
+
+
+def test_keyword_churn_compacts_and_matches_a_fresh_index():
+    rng = np.random.default_rng(5)
+    words = [f"word{i}" for i in range(300)]
+    index = KeywordIndex()
+    index.rebuild([], version=0)
+    live = {}
+    for round_ in range(5):
+        rows = []
+        for i in range(1000):
+            text = " ".join(rng.choice(words, size=8))
+            rows.append((f"r{round_}-{i}", "ns", f"s{i % 7}", text, round_ * 1000 + i, None))
+        index.add(rows)
+        live.update({r[0]: r for r in rows})
+        doomed = [k for k in list(live) if rng.random() < 0.8]
+        index.remove(doomed)
+        for k in doomed:
+            del live[k]
+    assert len(index) == len(live) and index._size < 2 * len(live) + 1024
+    fresh = KeywordIndex()
+    fresh.rebuild(sorted(live.values(), key=lambda r: r[4]), version=0)
+    for query in ["word1 word2", "word42", "word7 word99 word250"]:
+        assert index.scores(query, "ns") == pytest.approx(fresh.scores(query, "ns"))
+    some = next(iter(live))
+    assert index.neighbours(some) == fresh.neighbours(some)

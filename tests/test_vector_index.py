@@ -181,3 +181,30 @@ def test_vector_index_unit_behaviour():
     assert index.search(np.array([0.6, 0.8]), 5, namespace="n1", threshold=0.99) == [
         ("c", pytest.approx(1.0))
     ]
+
+
+def test_churn_compacts_the_index_and_keeps_answers_exact():
+    """Adds and deletes: memory follows the live rows, not every row ever added."""
+    rng = np.random.default_rng(11)
+    index = VectorIndex("m")
+    index.rebuild([], [], np.zeros((0, DIM), dtype=np.float32), 0)
+    live: dict[str, np.ndarray] = {}
+    version = 0
+    for round_ in range(6):
+        ids = [f"r{round_}-{i}" for i in range(1000)]
+        vectors = rng.standard_normal((1000, DIM)).astype(np.float32)
+        index.apply(version, version + 1, lambda i=ids, v=vectors: index.upsert(i, ["n"] * 1000, v))
+        version += 1
+        live.update(zip(ids, vectors, strict=True))
+        doomed = [k for k in list(live) if rng.random() < 0.8]
+        index.apply(version, version + 1, lambda d=doomed: index.remove(d))
+        version += 1
+        for k in doomed:
+            del live[k]
+    assert len(index) == len(live)
+    assert index._size < 2 * len(live) + 1024  # compacted: not the 6,000 ever added
+    fresh = VectorIndex("m")
+    fresh.rebuild(list(live), ["n"] * len(live), np.stack(list(live.values())), 0)
+    for _ in range(5):
+        q = rng.standard_normal(DIM).astype(np.float32)
+        assert index.search(q, 10, namespace="n") == fresh.search(q, 10, namespace="n")

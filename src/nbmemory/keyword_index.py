@@ -195,36 +195,63 @@ class KeywordIndex:
     def add(self, rows: Iterable[Sequence[Any]]) -> None:
         """Index rows of (id, namespace, session_id, content, created_at, seq)."""
         for event_id, namespace, session_id, content, created_at, seq in rows:
-            if event_id in self._pos:
-                self.remove([event_id])
-            pos = self._size
-            if pos == len(self._alive):
-                self._grow()
-            code = self._ns.setdefault(namespace, len(self._ns))
             counts = Counter(tokenize(content or ""))
-            terms = tuple(counts.items())
-            length = sum(counts.values())
-            self._ids.append(event_id)
-            self._pos[event_id] = pos
-            self._ns_codes[pos] = code
-            self._lengths[pos] = float(length)
-            self._alive[pos] = True
-            self._size += 1
-            self._terms.append(terms)
-            key = (code, session_id)
-            order = (created_at, seq if seq is not None else pos)
-            self._sessions.append(key)
-            self._order.append(order)
-            bisect.insort(self._session_docs.setdefault(key, []), (order[0], order[1], pos))
-            self._docs[code] += 1
-            self._total_len[code] += length
-            for term, tf in terms:
-                postings = self._postings.get(term)
-                if postings is None:
-                    postings = self._postings[term] = (array("i"), array("f"))
-                postings[0].append(pos)
-                postings[1].append(float(tf))
-                self._df[(code, term)] += 1
+            self._add_doc(event_id, namespace, session_id, tuple(counts.items()), created_at, seq)
+
+    def _add_doc(
+        self,
+        event_id: str,
+        namespace: str,
+        session_id: str,
+        terms: tuple[tuple[str, int], ...],
+        created_at: Any,
+        seq: Any,
+    ) -> None:
+        if event_id in self._pos:
+            self.remove([event_id])
+        pos = self._size
+        if pos == len(self._alive):
+            self._grow()
+        code = self._ns.setdefault(namespace, len(self._ns))
+        length = sum(tf for _, tf in terms)
+        self._ids.append(event_id)
+        self._pos[event_id] = pos
+        self._ns_codes[pos] = code
+        self._lengths[pos] = float(length)
+        self._alive[pos] = True
+        self._size += 1
+        self._terms.append(terms)
+        key = (code, session_id)
+        order = (created_at, seq if seq is not None else pos)
+        self._sessions.append(key)
+        self._order.append(order)
+        bisect.insort(self._session_docs.setdefault(key, []), (order[0], order[1], pos))
+        self._docs[code] += 1
+        self._total_len[code] += length
+        for term, tf in terms:
+            postings = self._postings.get(term)
+            if postings is None:
+                postings = self._postings[term] = (array("i"), array("f"))
+            postings[0].append(pos)
+            postings[1].append(float(tf))
+            self._df[(code, term)] += 1
+
+    def compact(self) -> None:
+        """Re-index the live documents only (from their stored terms, no re-tokenising)."""
+        names = {code: name for name, code in self._ns.items()}
+        live = [
+            (
+                self._ids[pos],
+                names[int(self._ns_codes[pos])],
+                self._sessions[pos][1],
+                self._terms[pos],
+                *self._order[pos],
+            )
+            for pos in sorted(self._pos.values())
+        ]
+        self._reset()
+        for doc in live:
+            self._add_doc(*doc)
 
     def _grow(self) -> None:
         capacity = len(self._alive) * 2
@@ -235,7 +262,8 @@ class KeywordIndex:
             setattr(self, name, new)
 
     def remove(self, ids: Iterable[str]) -> None:
-        """Forget documents (their postings stay, masked as dead, until a rebuild)."""
+        """Forget documents; their postings stay, masked as dead, until half the
+        documents are dead and the index compacts itself."""
         for event_id in ids:
             pos = self._pos.pop(event_id, None)
             if pos is None:
@@ -255,6 +283,9 @@ class KeywordIndex:
                     del docs[at]
             self._ids[pos] = None
             self._terms[pos] = ()
+        dead = self._size - len(self._pos)
+        if dead > 1024 and dead * 2 > self._size:
+            self.compact()
 
     # -- querying ----------------------------------------------------------------------
     def score_array(

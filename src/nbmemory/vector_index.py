@@ -106,12 +106,25 @@ class VectorIndex:
             self._size += len(fresh)
 
     def remove(self, ids: Iterable[str]) -> None:
-        """Forget rows (call through :meth:`apply`)."""
+        """Forget rows (call through :meth:`apply`); compacts when half the rows are dead."""
         for event_id in ids:
             pos = self._pos.pop(event_id, None)
             if pos is not None:
                 self._alive[pos] = False
                 self._ids[pos] = None
+        dead = self._size - len(self._pos)
+        if dead > 1024 and dead * 2 > self._size:
+            self.compact()
+
+    def compact(self) -> None:
+        """Drop dead rows, so memory follows the live rows, not every row ever added."""
+        keep = np.flatnonzero(self._alive[: self._size])
+        self._matrix = np.ascontiguousarray(self._matrix[keep])
+        self._ns_codes = self._ns_codes[keep].copy()
+        self._alive = np.ones(len(keep), dtype=bool)
+        self._ids = [self._ids[i] for i in keep]
+        self._pos = {event_id: i for i, event_id in enumerate(self._ids)}
+        self._size = len(keep)
 
     def _grow(self, extra: int) -> None:
         needed = self._size + extra
