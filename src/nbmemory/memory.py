@@ -593,15 +593,7 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         columns = [*READ_COLUMNS, "similarity", "score", "keyword_score", "signals"]
         if not hits:
             return pd.DataFrame(columns=columns)
-        ids = [hit.id for hit in hits]
-        rows = {
-            r["id"]: r
-            for r in self.store.records(
-                f"SELECT {', '.join(READ_COLUMNS)} FROM events"
-                f" WHERE id IN ({', '.join('?' for _ in ids)})",
-                ids,
-            )
-        }
+        rows = {r["id"]: r for r in self.store.rows_by_ids([hit.id for hit in hits])}
         records = []
         for hit in hits:
             row = rows.get(hit.id)

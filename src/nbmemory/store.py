@@ -866,13 +866,8 @@ class Store:
         columns = [*READ_COLUMNS, "similarity"]
         if not hits:
             return pd.DataFrame(columns=columns)
-        wanted = [event_id for event_id, _ in hits]
         similarity = dict(hits)
-        rows = self.records(
-            f"SELECT {', '.join(READ_COLUMNS)} FROM events"
-            f" WHERE id IN ({', '.join('?' for _ in wanted)})",
-            wanted,
-        )
+        rows = self.rows_by_ids([event_id for event_id, _ in hits])
         for row in rows:
             row["similarity"] = similarity[row["id"]]
         # ties broken as the SQL path does: newest first, then id (a Python sort:
@@ -881,6 +876,16 @@ class Store:
         rows.sort(key=lambda r: r["created_at"], reverse=True)
         rows.sort(key=lambda r: r["similarity"], reverse=True)
         return pd.DataFrame.from_records(rows[:limit], columns=columns)
+
+    def rows_by_ids(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The stored rows (without vectors) of these ids, in no particular order."""
+        if not ids:
+            return []
+        return self.records(
+            f"SELECT {', '.join(READ_COLUMNS)} FROM events"
+            f" WHERE id IN ({', '.join('?' for _ in ids)})",
+            list(ids),
+        )
 
     def sql_similarity_search(
         self,
