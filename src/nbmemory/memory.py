@@ -522,11 +522,8 @@ class Memory(LongTermMixin, StateMixin, ResearchMixin):
         frame.attrs["threshold"] = threshold
         frame.attrs["mode"] = mode
         if threshold is not None and frame.empty:
-            best = self.store.similarity_search(
-                vector, self.model_name, limit=1, namespace=ns, filters=flt, since=start, until=end
-            )
-            frame.attrs["best_similarity"] = (
-                None if best.empty else float(best["similarity"].iloc[0])
+            frame.attrs["best_similarity"] = self.store.best_similarity(
+                vector, self.model_name, namespace=ns, filters=flt, since=start, until=end
             )
         return frame
 

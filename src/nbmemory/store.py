@@ -926,10 +926,19 @@ class Store:
         return self.df(sql, params)
 
     def best_similarity(
-        self, vector: np.ndarray, model: str, *, namespace: str | None, filters: dict | None = None
+        self,
+        vector: np.ndarray,
+        model: str,
+        *,
+        namespace: str | None,
+        filters: dict | None = None,
+        since: Any = None,
+        until: Any = None,
     ) -> float | None:
         """The highest similarity any memory reaches (to explain an empty thresholded answer)."""
-        hits = self.similarity_search(vector, model, limit=1, namespace=namespace, filters=filters)
+        hits = self.similarity_search(
+            vector, model, limit=1, namespace=namespace, filters=filters, since=since, until=until
+        )
         return None if hits.empty else float(hits["similarity"].iloc[0])
 
     def delete_events(self, ids: Sequence[str], namespace: str | None = None) -> list[str]:
