@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine, ms, p50, p95, print_table  # noqa: E402
+from _common import machine, ms, p50, p95, print_table, random_text  # noqa: E402
 
 from nbmemory import Memory  # noqa: E402
 from nbmemory.datasets import ENV_LOCOMO_PATH, locomo_files, read_locomo  # noqa: E402
@@ -34,21 +34,9 @@ def texts_for(n: int) -> list[str]:
     if os.environ.get(ENV_LOCOMO_PATH):
         for file in locomo_files():
             texts += read_locomo(file).turns["content"].tolist()
-    words = [
-        "memory",
-        "agent",
-        "notebook",
-        "budget",
-        "deadline",
-        "travel",
-        "family",
-        "music",
-        "painting",
-        "camping",
-    ]
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(0)  # generated filler when LoCoMo is not there
     while len(texts) < n:
-        texts.append(" ".join(rng.choice(words, size=rng.integers(6, 30))))
+        texts.append(random_text(rng, int(rng.integers(6, 30))))
     return texts[:n]
 
 
