@@ -11,10 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from nbmemory import Memory
-from nbmemory.events import build_row, rows_to_arrow
+from nbmemory.events import build_row
 
 
 def timings(fn: Callable[[int], object], repeat: int, warmup: int = 2) -> list[float]:
@@ -115,14 +114,5 @@ def fill_store(mem: Memory, vectors: np.ndarray, sessions: int = 100, chunk: int
             )
             for i in range(len(block))
         ]
-        table = rows_to_arrow(rows)
-        embedding = pa.FixedSizeListArray.from_arrays(
-            pa.array(block.reshape(-1)), block.shape[1]
-        ).cast(pa.list_(pa.float32()))
-        table = table.set_column(table.schema.get_field_index("embedding"), "embedding", embedding)
-        table = table.set_column(
-            table.schema.get_field_index("embedding_model"),
-            "embedding_model",
-            pa.array([mem.model_name] * len(block), pa.string()),
-        )
-        mem.store.insert_events(table)
+        with mem.writer.transaction() as tx:
+            tx.events.insert(rows, matrix=(mem.model_name, block), bulk=True)

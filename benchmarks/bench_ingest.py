@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine, ms, p50, p95, print_table, random_text  # noqa: E402
 
 from nbmemory import Memory  # noqa: E402
-from nbmemory.datasets import ENV_LOCOMO_PATH, locomo_files, read_locomo  # noqa: E402
-from nbmemory.embeddings import FastEmbedEmbedder  # noqa: E402
+from nbmemory.research.datasets import ENV_LOCOMO_PATH, locomo_files, read_locomo  # noqa: E402
+from nbmemory.retrieval import FastEmbedEmbedder  # noqa: E402
 
 
 def texts_for(n: int) -> list[str]:

@@ -50,7 +50,7 @@ def one_size(n: int, queries: int, k: int) -> dict:
     fill_store(mem, vectors)
     load_s = time.perf_counter() - start
     start = time.perf_counter()
-    mem.store.vector_index(mem.model_name)  # first search builds the index
+    mem.indexes.vectors(mem.model_name)  # first search builds the index
     index_build_s = time.perf_counter() - start
     ids = mem.store.df("SELECT id FROM events")["id"]  # rowid order == insertion order
     model = mem.model_name
@@ -61,7 +61,7 @@ def one_size(n: int, queries: int, k: int) -> dict:
         return top[np.argsort(-scores[top])]
 
     def ours(i: int):
-        return mem.store.similarity_search(qs[i % queries], model, limit=k, namespace="default")
+        return mem.retriever.vector_search(qs[i % queries], "default", limit=k)
 
     exact = True
     for i in range(min(queries, 20)):
@@ -72,7 +72,7 @@ def one_size(n: int, queries: int, k: int) -> dict:
     sql_repeat = max(3, queries // 10) if n >= 1_000_000 else queries
 
     def sql(i: int):
-        return mem.store.sql_similarity_search(qs[i % queries], model, limit=k, namespace="default")
+        return mem.store.vectors.similar(qs[i % queries], model, limit=k, namespace="default")
 
     t_sql = timings(sql, sql_repeat, warmup=1)
     # get_context with a pre-computed query vector (the model's query time is separate):
@@ -80,13 +80,13 @@ def one_size(n: int, queries: int, k: int) -> dict:
     rng = np.random.default_rng(3)
     texts = [random_text(rng, 8) for _ in range(queries)]
     vector_of = {text: qs[i] for i, text in enumerate(texts)}
-    mem.embed_query = vector_of.__getitem__  # type: ignore[method-assign]
+    mem.retriever.embed_query = vector_of.__getitem__  # type: ignore[method-assign]
     # an agent asks in its current session: working memory is warm after the first call
     mem.configure(profile="spec")
     t_ctx = timings(lambda i: mem.get_context("s1", texts[i % queries]), queries)
     mem.configure(profile="hybrid")
     start = time.perf_counter()
-    mem.store.keyword_index()
+    mem.indexes.keywords()
     keyword_build_s = time.perf_counter() - start
     t_hctx = timings(lambda i: mem.get_context("s1", texts[i % queries]), queries)
     t_hybrid = timings(lambda i: mem.search(texts[i % queries], limit=k, mode="hybrid"), queries)

@@ -108,7 +108,7 @@ def sentence(rng: np.random.Generator, i: int) -> str:
 def run(args: argparse.Namespace) -> None:
     embedder = "hash"
     if args.model == "real":
-        from nbmemory.embeddings import FastEmbedEmbedder
+        from nbmemory.retrieval import FastEmbedEmbedder
 
         embedder = FastEmbedEmbedder()
     tmp = None

@@ -15,7 +15,19 @@ import pytest
 
 from nbmemory import Memory
 from nbmemory.config import ENV_MODEL_PATH
-from nbmemory.datasets import ENV_LOCOMO_PATH
+from nbmemory.research.datasets import ENV_LOCOMO_PATH
+
+#: Fixtures that need the real model or the LoCoMo data, and the marker that says so.
+_MARKERS = {"model_path": "real_model", "real_embedder": "real_model", "locomo_dir": "locomo"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test by the real things it uses, so ``-m "not locomo"`` and the skip
+    reasons follow the fixtures rather than hand-written marks."""
+    for item in items:
+        for fixture, marker in _MARKERS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
 
 
 def _need(env: str, what: str) -> str:
@@ -40,7 +52,7 @@ def locomo_dir() -> Path:
 @pytest.fixture(scope="session")
 def real_embedder(model_path: str):
     """One loaded fastembed model shared by every test that needs it."""
-    from nbmemory.embeddings import FastEmbedEmbedder
+    from nbmemory.retrieval.embedders import FastEmbedEmbedder
 
     embedder = FastEmbedEmbedder(model_path=model_path)
     embedder.embed(["warm up"])
@@ -118,17 +130,40 @@ def tiny_locomo_path(tmp_path_factory) -> Path:
     return path
 
 
+class LocomoStores:
+    """Each LoCoMo conversation loaded once (real model, in-memory store, default
+    settings), on first use.  Tests read them and never change them: other
+    settings are tried per call (``settings=`` or ``SettingsTrial``)."""
+
+    def __init__(self, embedder, folder: Path) -> None:
+        self.embedder = embedder
+        self.folder = folder
+        self._loaded: dict[str, tuple] = {}
+
+    def __getitem__(self, conversation: str):
+        from nbmemory.research.datasets import load_locomo
+
+        if conversation not in self._loaded:
+            memory = Memory(":memory:", embedder=self.embedder, background_consolidation=False)
+            self._loaded[conversation] = (
+                memory,
+                load_locomo(self.folder / f"{conversation}.json", memory),
+            )
+        return self._loaded[conversation]
+
+    def all(self) -> list[tuple]:
+        from nbmemory.research.datasets import locomo_files
+
+        return [self[path.stem] for path in locomo_files(self.folder)]
+
+    def close(self) -> None:
+        for memory, _ in self._loaded.values():
+            memory.close()
+
+
 @pytest.fixture(scope="session")
-def locomo_conv26(real_embedder, locomo_dir):
-    """LoCoMo conv-26 loaded once (real model, in-memory store): ``(memory, loaded)``.
-
-    The store has seed 000's ``spec`` profile (cosine relevance > 0.65): the
-    research tests measure the spec's thresholds.  Shared by every test file that
-    needs it: tests may read and configure it but must put back what they change.
-    """
-    from nbmemory.datasets import load_locomo
-
-    memory = Memory(":memory:", embedder=real_embedder, profile="spec")
-    loaded = load_locomo(locomo_dir / "conv-26.json", memory)
-    yield memory, loaded
-    memory.close()
+def locomo(real_embedder, locomo_dir):
+    """The five LoCoMo conversations, one shared store each: ``locomo["conv-26"]``."""
+    stores = LocomoStores(real_embedder, locomo_dir)
+    yield stores
+    stores.close()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import CountingEmbedder
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.agents_md import parse_sections
-from nbmemory.embeddings import HashEmbedder
+from nbmemory.state.agents_md import parse_sections
 
 SEED_EXAMPLE = """# Memória do Projeto: meu-projeto
 
@@ -32,23 +32,9 @@ SEED_EXAMPLE = """# Memória do Projeto: meu-projeto
 """
 
 
-class CountingEmbedder(HashEmbedder):
-    """The hash embedder, counting every text it is asked to embed."""
-
-    def __init__(self) -> None:
-        super().__init__(64)
-        self.texts: list[str] = []
-        self._lock = threading.Lock()
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        with self._lock:
-            self.texts.extend(texts)
-        return super().embed(texts)
-
-
 @pytest.fixture
 def counting() -> CountingEmbedder:
-    return CountingEmbedder()
+    return CountingEmbedder(64)
 
 
 @pytest.fixture

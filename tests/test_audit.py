@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nbmemory import Memory, audit
+from nbmemory import Memory
 
 
 def test_each_mutation_appends_one_row_with_actor_targets_and_details(
@@ -86,8 +86,9 @@ def test_audit_rows_are_never_changed_by_later_operations(mem: Memory) -> None:
 
 def test_retention_cleanup_removes_only_rows_older_than_the_setting(mem: Memory) -> None:
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    audit.record(mem.store, "add", namespace="default", at=now - dt.timedelta(days=91))
-    audit.record(mem.store, "add", namespace="default", at=now - dt.timedelta(days=89))
+    with mem.writer.transaction() as tx:
+        tx.audit("add", namespace="default", at=now - dt.timedelta(days=91))
+        tx.audit("add", namespace="default", at=now - dt.timedelta(days=89))
     mem.add_event("s", "user", "recent")
     total = len(mem.audit_log())
     assert mem.cleanup_audit(dry_run=True) == 1

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from nbmemory import InvalidInput, Memory, MemoryNotFound, Settings, StoreError
-from nbmemory.embeddings import HashEmbedder
+from nbmemory.retrieval.embedders import HashEmbedder
 
 _SRC = str(Path(__file__).resolve().parents[1] / "src")
 TEN_MB = 10 * 1024 * 1024

@@ -13,6 +13,7 @@ import pytest
 
 from nbmemory import Memory
 from nbmemory.cli import main
+from nbmemory.validation import utcnow
 
 SCRIPT = Path(sys.executable).with_name("nbmemory")
 
@@ -30,7 +31,7 @@ def store(tmp_path: Path) -> str:
     with Memory(path, embedder="hash") as mem:
         mem.clock = lambda: dt.datetime(2020, 1, 1)
         mem.start_session("old-user", namespace="auth-service", session_id="sess_old")
-        mem.clock = Memory.clock
+        mem.clock = utcnow
         mem.start_session("alice", namespace="auth-service", session_id="sess_abc123")
         mem.add_event("sess_abc123", "user", "refactor the auth module", namespace="auth-service")
         mem.add_event("notes", "user", "default namespace note")

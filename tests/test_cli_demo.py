@@ -9,7 +9,8 @@ from pathlib import Path
 
 import duckdb
 
-from nbmemory.cli import DEMO_CONVERSATION, main
+from nbmemory.cli import main
+from nbmemory.cli.demo import DEMO_CONVERSATION
 
 
 def test_demo_prints_search_and_context(capsys, tmp_path):

@@ -11,8 +11,7 @@ import threading
 import pytest
 
 from nbmemory import InvalidInput, Memory
-from nbmemory import facts as fx
-from nbmemory.consolidation import Summary, extractive_summary
+from nbmemory.longterm.summarizer import Summary, extractive_summary
 
 NOW = dt.datetime(2024, 5, 8, 12, 0)
 OLD = NOW - dt.timedelta(hours=10)
@@ -177,7 +176,7 @@ def test_a_failure_while_storing_rolls_back_the_summary(mem, monkeypatch):
     def broken_upsert(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(fx, "upsert", broken_upsert)
+    monkeypatch.setattr(mem.store.facts, "upsert", broken_upsert)
     with pytest.raises(RuntimeError, match="disk full"):
         mem.consolidate(now=NOW)
     assert _summaries(mem).empty

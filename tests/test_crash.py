@@ -20,6 +20,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from fakes import TESTS_DIR
 
 from nbmemory import Memory
 
@@ -41,16 +42,10 @@ def _env() -> dict[str, str]:
 
 
 STREAM_CHILD = """
-import sys, threading
+import sys
+sys.path.insert(0, sys.argv[4])
+from fakes import StuckEmbedder as Stuck  # every event is still pending when killed
 from nbmemory import Memory
-from nbmemory.embeddings import HashEmbedder
-
-class Stuck:
-    # blocks forever inside the model, so every event is still pending when killed
-    name = HashEmbedder(384).name
-    dim = 384
-    def embed(self, texts):
-        threading.Event().wait()
 
 path, mode, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
 mem = Memory(path, embedder=Stuck() if mode == "stuck" else "hash", shared=mode == "shared")
@@ -65,7 +60,7 @@ while True:
 def _stream_and_kill(path: str, mode: str, start: int, count: int) -> list[str]:
     """Run the streaming child, read ``count`` returned ids, SIGKILL it; return the ids."""
     child = subprocess.Popen(
-        [*_python(STREAM_CHILD), path, mode, str(start)],
+        [*_python(STREAM_CHILD), path, mode, str(start), TESTS_DIR],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -149,17 +144,11 @@ def test_a_shared_kernel_killed_mid_lease_does_not_block_the_others(tmp_path):
 
 
 EXIT_CHILD = """
-import sys, threading
+import sys
+sys.path.insert(0, sys.argv[3])
+from fakes import StuckEmbedder as Stuck  # a model that never answers
 from nbmemory import Memory
-from nbmemory.embeddings import HashEmbedder
 
-class Stuck:
-    name = HashEmbedder(384).name
-    dim = 384
-    entered = threading.Event()
-    def embed(self, texts):
-        Stuck.entered.set()
-        threading.Event().wait()  # a model that never answers
 
 path, mode = sys.argv[1], sys.argv[2]
 mem = Memory(path, embedder=Stuck() if mode == "stuck" else "hash", shared=mode == "shared")
@@ -178,7 +167,7 @@ print("leaving without close()", flush=True)
 def test_exit_without_close_does_not_hang_and_loses_nothing(tmp_path, mode):
     path = str(tmp_path / f"exit-{mode}.duckdb")
     result = subprocess.run(
-        [*_python(EXIT_CHILD), path, mode],
+        [*_python(EXIT_CHILD), path, mode, TESTS_DIR],
         capture_output=True,
         text=True,
         env=_env(),

@@ -2,39 +2,19 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
+from fakes import FlakyEmbedder, GatedEmbedder
 
 from nbmemory import EmbedderError, InvalidInput, Memory
-from nbmemory.embeddings import (
+from nbmemory.events import build_row
+from nbmemory.retrieval.embedders import (
     CallableEmbedder,
     Embedder,
     FastEmbedEmbedder,
     HashEmbedder,
     resolve_embedder,
 )
-from nbmemory.events import build_row, rows_to_arrow
-
-
-class GatedEmbedder:
-    """Blocks in ``embed`` until the test opens the gate; counts calls."""
-
-    name = "test/gated"
-    dim = 384
-
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-        self.inner = HashEmbedder(384)
-        self.calls = 0
-
-    def embed(self, texts):
-        self.calls += 1
-        self.entered.set()
-        self.gate.wait()
-        return self.inner.embed(texts)
 
 
 def test_add_event_does_not_wait_for_the_model(store_path):
@@ -63,41 +43,14 @@ def test_events_left_without_embedding_are_picked_up_on_reopen(store_path):
         build_row(mem.settings, session_id="s", role="user", content=f"t{i}", namespace="default")
         for i in range(5)
     ]
-    mem.store.insert_events(rows_to_arrow(rows))
+    mem.worker.stop()  # nothing embeds them in this process
+    with mem.writer.transaction() as tx:
+        tx.events.insert(rows)
     mem.close()
     with Memory(store_path, embedder="hash") as again:
         assert again.flush() is True
         assert again.status()["pending"] == 0
         assert again.status()["embedded"] == 5
-
-
-class FlakyEmbedder:
-    """Fails on texts containing a marker: raises, NaN, or the wrong dimension."""
-
-    name = "test/flaky"
-    dim = 384
-
-    def __init__(self) -> None:
-        self.inner = HashEmbedder(384)
-        self.broken = True
-
-    def embed(self, texts):
-        if self.broken and any("raise" in t for t in texts):
-            raise RuntimeError("model exploded")
-        out = self.inner.embed(texts)
-        if not self.broken:
-            return out
-        rows = []
-        for text, vec in zip(texts, out, strict=True):
-            if "nan" in text:
-                vec = np.full(384, np.nan, dtype=np.float32)
-            rows.append(vec)
-        if any("wrongdim" in t for t in texts):
-            return [
-                list(v) if "wrongdim" not in t else list(v[:10])
-                for t, v in zip(texts, rows, strict=True)
-            ]
-        return np.stack(rows)
 
 
 def test_failing_texts_get_embedding_error_and_the_rest_are_searchable(store_path):
@@ -183,7 +136,6 @@ def test_broken_model_directory_says_how_to_fix(tmp_path):
         embedder.embed(["x"])
 
 
-@pytest.mark.real_model
 def test_real_model_loads_from_env_directory(model_path, monkeypatch):
     monkeypatch.setenv("NBMEMORY_MODEL_PATH", model_path)
     embedder = FastEmbedEmbedder()
@@ -196,7 +148,6 @@ def test_real_model_loads_from_env_directory(model_path, monkeypatch):
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
 
 
-@pytest.mark.real_model
 def test_real_model_end_to_end(store_path, real_embedder):
     with Memory(store_path, embedder=real_embedder) as mem:
         mem.add_event("s1", "user", "My name is John and I love TypeScript")

@@ -9,17 +9,15 @@ import pytest
 
 from nbmemory import InvalidInput, Memory
 from nbmemory.cli import main
-from nbmemory.datasets import load_locomo
-from nbmemory.evaluation import (
+from nbmemory.research.datasets import load_locomo
+from nbmemory.research.evaluation import (
     STRATEGIES,
     evaluate,
     evaluate_queries,
-    labelled_similarities,
     parse_ks,
     register_strategy,
-    suggest_threshold,
-    threshold_sweep,
 )
+from nbmemory.research.thresholds import labelled_similarities, suggest_threshold, threshold_sweep
 
 
 @pytest.fixture
@@ -217,12 +215,11 @@ def test_cli_eval_locomo_prints_one_table(tiny_locomo_path, capsys) -> None:
     assert "k must be whole numbers" in capsys.readouterr().err
 
 
-@pytest.mark.real_model
-@pytest.mark.locomo
-def test_conv26_with_the_real_model(locomo_conv26) -> None:
-    """The measured facts the issue cites hold on conv-26 with all-MiniLM-L6-v2."""
-    memory, loaded = locomo_conv26
-    table = evaluate(memory, loaded, k=(5, 10)).table
+def test_conv26_with_the_real_model(locomo) -> None:
+    """The measured facts hold on conv-26 with all-MiniLM-L6-v2 and the spec profile."""
+    memory, loaded = locomo["conv-26"]
+    spec = memory.settings.replace(profile="spec")
+    table = evaluate(memory, loaded, k=(5, 10), settings=spec).table
     assert table.loc["relevance", "recall@10"] == pytest.approx(0.48, abs=0.03)
     # the spec's 0.65 leaves many questions without any hit
     assert table.loc["relevance@threshold", "no hit"] > 0.3
@@ -236,7 +233,7 @@ def test_conv26_with_the_real_model(locomo_conv26) -> None:
 
 
 def test_evaluate_profiles_gives_profile_rows_and_restores_settings(tiny) -> None:
-    from nbmemory.evaluation import evaluate_profiles
+    from nbmemory.research.evaluation import evaluate_profiles
 
     memory, loaded = tiny
     before = memory.settings

@@ -10,44 +10,13 @@ nothing is written with a bad vector, and a retry re-embeds them.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from fakes import SwitchableEmbedder as Switchable
 
 from nbmemory import EmbedderError, Memory
-from nbmemory.embeddings import HashEmbedder
 
 #: A deadlock or a hung process fails the test instead of hanging the suite.
 pytestmark = pytest.mark.timeout(600)
-
-
-class Switchable:
-    """The hash model, or a broken variant of it chosen by ``mode``."""
-
-    name = "test/switchable"
-    dim = 384
-
-    def __init__(self) -> None:
-        self.inner = HashEmbedder(384)
-        self.mode = "ok"
-        self.calls = 0
-
-    def embed(self, texts):
-        self.calls += 1
-        out = self.inner.embed(texts)
-        if self.mode == "ok":
-            return out
-        if self.mode == "dim":  # a different model behind the same name: 128-d for all
-            return out[:, :128]
-        if self.mode == "inf":
-            out[:, 0] = np.inf
-            return out
-        if self.mode == "zero":
-            return np.zeros_like(out)
-        if self.mode == "short":  # one vector fewer than texts asked for
-            return out[:-1]
-        if self.mode == "raise":
-            raise MemoryError("model ran out of memory")
-        raise AssertionError(self.mode)
 
 
 @pytest.mark.parametrize(

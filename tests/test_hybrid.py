@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.keyword_index import K1, B, KeywordIndex, tokenize
+from nbmemory.retrieval.keyword_index import K1, B, KeywordIndex, tokenize
 
 
 def test_tokenize_drops_stop_words_and_stems_lightly():
@@ -54,7 +54,6 @@ def test_scores_are_textbook_bm25_per_namespace():
     index.rebuild(
         [(i, "ns", "s", text, n, n) for n, (i, text) in enumerate(docs.items())]
         + [("x", "other", "s", "Melanie Melanie lake lake lake", 0, 99)],
-        version=0,
     )
     got = index.scores("When did Melanie paint the lake?", "ns")
     expected = bm25_reference(docs, "When did Melanie paint the lake?")
@@ -73,7 +72,6 @@ def test_neighbours_follow_session_time_order():
             ("t3", "ns", "s1", "third", 3, 3),
             ("u1", "ns", "s2", "other session", 2, 4),
         ],
-        version=0,
     )
     assert index.neighbours("t2") == ("t1", "t3")
     assert index.neighbours("t1") == (None, "t2")
@@ -103,7 +101,7 @@ def test_keyword_index_stays_in_step_with_inserts_updates_and_deletes(spec_and_h
         ]
     )
     assert set(keyword_ids(mem, "greyhound")) == {first.id, bulk[0]}
-    index = mem.store.keyword_index()
+    index = mem.indexes.keywords()
     rebuilds = index.rebuilds
     later = mem.add_event("s", "user", "Comet the greyhound won a race")
     assert set(keyword_ids(mem, "greyhound")) == {first.id, bulk[0], later.id}
@@ -126,8 +124,8 @@ def test_keyword_index_stays_in_step_with_inserts_updates_and_deletes(spec_and_h
     rows = mem.store.fetchall(
         "SELECT id, namespace, session_id, content, created_at, seq FROM events"
     )
-    fresh.rebuild(rows, version=0)
-    live = mem.store.keyword_index()
+    fresh.rebuild(rows)
+    live = mem.indexes.keywords()
     for query in ["greyhound comet", "budget doubled", "cat beach", "poodle"]:
         assert live.scores(query, "default") == pytest.approx(fresh.scores(query, "default"))
 
@@ -135,12 +133,12 @@ def test_keyword_index_stays_in_step_with_inserts_updates_and_deletes(spec_and_h
 def test_a_rolled_back_insert_never_reaches_the_keyword_index(spec_and_hybrid):
     mem = spec_and_hybrid
     mem.add_event("s", "user", "visible text")
-    mem.store.keyword_index()
+    mem.indexes.keywords()
     from nbmemory.events import build_row
 
     row = build_row(mem.settings, session_id="s", role="user", content="ghost", namespace="default")
-    with pytest.raises(RuntimeError), mem.store.transaction():
-        mem.store.insert_event(row)
+    with pytest.raises(RuntimeError), mem.writer.transaction() as tx:
+        tx.events.insert([row])
         raise RuntimeError("roll back")
     assert keyword_ids(mem, "ghost") == []
 
@@ -218,34 +216,28 @@ def test_profiles_change_get_context_relevance(store_path):
         assert {"relevance_score", "signals"} <= set(frame.columns)
 
 
-@pytest.mark.real_model
-@pytest.mark.locomo
-def test_hybrid_recall_at_10_on_five_locomo_conversations(tmp_path, locomo_dir, real_embedder):
-    """Issue 9's goal: recall@10 >= 0.70 on the five conversations, offline, default model."""
-    from nbmemory.datasets import load_locomo, locomo_files
-
-    with Memory(str(tmp_path / "locomo.duckdb"), embedder=real_embedder) as mem:
-        loaded = [load_locomo(path, mem) for path in locomo_files(locomo_dir)]
-        recalls = {"vector": [], "hybrid": []}
-        for conversation in loaded:
-            for row in conversation.queries().itertuples():
-                relevant = set(row.relevant_ids)
-                for mode in recalls:
-                    hits = mem.search(
-                        row.question, limit=10, mode=mode, namespace=conversation.namespace
-                    )
-                    recalls[mode].append(len(relevant & set(hits["id"])) / len(relevant))
-        vector, hybrid = (float(np.mean(recalls[m])) for m in ("vector", "hybrid"))
-        assert len(recalls["hybrid"]) >= 750
-        assert hybrid >= 0.70, f"hybrid recall@10 = {hybrid:.3f}"
-        assert hybrid > vector + 0.1, (vector, hybrid)
+def test_hybrid_recall_at_10_on_five_locomo_conversations(locomo):
+    """recall@10 >= 0.70 on the five conversations, offline, with the default model."""
+    recalls: dict[str, list[float]] = {"vector": [], "hybrid": []}
+    for mem, conversation in locomo.all():
+        for row in conversation.queries().itertuples():
+            relevant = set(row.relevant_ids)
+            for mode in recalls:
+                hits = mem.search(
+                    row.question, limit=10, mode=mode, namespace=conversation.namespace
+                )
+                recalls[mode].append(len(relevant & set(hits["id"])) / len(relevant))
+    vector, hybrid = (float(np.mean(recalls[m])) for m in ("vector", "hybrid"))
+    assert len(recalls["hybrid"]) >= 750
+    assert hybrid >= 0.70, f"hybrid recall@10 = {hybrid:.3f}"
+    assert hybrid > vector + 0.1, (vector, hybrid)
 
 
 def test_keyword_churn_compacts_and_matches_a_fresh_index():
     rng = np.random.default_rng(5)
     words = [f"word{i}" for i in range(300)]
     index = KeywordIndex()
-    index.rebuild([], version=0)
+    index.rebuild([])
     live = {}
     for round_ in range(5):
         rows = []
@@ -260,7 +252,9 @@ def test_keyword_churn_compacts_and_matches_a_fresh_index():
             del live[k]
     assert len(index) == len(live) and index._size < 2 * len(live) + 1024
     fresh = KeywordIndex()
-    fresh.rebuild(sorted(live.values(), key=lambda r: r[4]), version=0)
+    fresh.rebuild(
+        sorted(live.values(), key=lambda r: r[4]),
+    )
     for query in ["word1 word2", "word42", "word7 word99 word250"]:
         assert index.scores(query, "ns") == pytest.approx(fresh.scores(query, "ns"))
     some = next(iter(live))

@@ -11,7 +11,7 @@ import pytest
 
 from nbmemory import InvalidInput, Memory
 from nbmemory.cli import main
-from nbmemory.embeddings import HashEmbedder
+from nbmemory.retrieval.embedders import HashEmbedder
 
 SEED_TABLES = """
 CREATE TABLE {events} (
@@ -318,7 +318,7 @@ def test_not_a_database_is_a_clear_error(mem: Memory, tmp_path: Path) -> None:
         mem.import_sqlite(tmp_path / "missing.db")
     empty = tmp_path / "empty.db"
     sqlite3.connect(empty).execute("CREATE TABLE other (x)").connection.close()
-    with pytest.raises(InvalidInput, match="none of seed 000's tables"):
+    with pytest.raises(InvalidInput, match="none of the agent's tables"):
         mem.import_sqlite(empty)
 
 

@@ -22,8 +22,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from nbmemory import Context, Event, Memory
-from nbmemory.embeddings import CallableEmbedder, HashEmbedder
-from nbmemory.magics import RECALL_COLUMNS, MemoryMagics, MemoryStatus
+from nbmemory.notebook.magics import RECALL_COLUMNS, MemoryMagics, MemoryStatus
+from nbmemory.retrieval.embedders import CallableEmbedder, HashEmbedder
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_importing_nbmemory_registers_nothing(tmp_path):
         from IPython.core.interactiveshell import InteractiveShell
         shell = InteractiveShell.instance()
         before = {k: set(v) for k, v in shell.magics_manager.magics.items()}
-        import nbmemory, nbmemory.magics
+        import nbmemory, nbmemory.notebook.magics
         after = {k: set(v) for k, v in shell.magics_manager.magics.items()}
         assert before == after, after
         assert "MemoryMagics" not in shell.magics_manager.registry

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from nbmemory import InvalidInput, Memory, MemoryNotFound, Settings
-from nbmemory.embeddings import HashEmbedder
+from nbmemory.retrieval.embedders import HashEmbedder
 
 
 def test_add_event_returns_the_stored_event(mem):
@@ -83,7 +83,7 @@ def test_content_is_stored_exactly(mem):
 
 def test_oversized_content_is_refused(store_path):
     with Memory(store_path, embedder="hash", max_content_bytes=1000) as mem:
-        with pytest.raises(InvalidInput, match="MB limit"):
+        with pytest.raises(InvalidInput, match="bytes limit"):
             mem.add_event("s", "user", "x" * 1001)
         assert mem.events().empty
 

@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 
 from nbmemory import cli
 from nbmemory.errors import InvalidInput
-from nbmemory.ipython_config import BEGIN, SNIPPET, install, profile_config_path, uninstall
+from nbmemory.notebook.ipython_config import BEGIN, SNIPPET, install, profile_config_path, uninstall
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "notebooks" / "quickstart.ipynb"

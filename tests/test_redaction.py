@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from fakes import SpyEmbedder
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -97,22 +98,6 @@ def test_bad_custom_pattern_is_refused_with_its_name() -> None:
         Settings(redact_patterns=["(unclosed"])
     with pytest.raises(InvalidInput, match="matches empty text"):
         Redactor([".*"])
-
-
-class SpyEmbedder:
-    """Records every text that reaches the model."""
-
-    name = "spy-8"
-    dim = 8
-
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def embed(self, texts: list[str]):
-        import numpy as np
-
-        self.seen.extend(texts)
-        return np.ones((len(texts), 8), dtype=np.float32)
 
 
 def test_secret_never_reaches_store_model_or_audit(store_path: str) -> None:

@@ -26,8 +26,6 @@ def _outputs(nb: nbformat.NotebookNode) -> list[dict]:
     return [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
 
 
-@pytest.mark.real_model
-@pytest.mark.locomo
 def test_threshold_tuning_notebook_executes(model_path, locomo_dir, tmp_path) -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     _run(nb, tmp_path)

@@ -8,8 +8,7 @@ import json
 import pytest
 
 from nbmemory import InvalidInput, Memory
-from nbmemory import sessions as sessions_module
-from nbmemory.sessions import SessionNotFound
+from nbmemory.errors import SessionNotFound
 
 T0 = dt.datetime(2026, 1, 5, 9, 0, 0)
 
@@ -73,18 +72,20 @@ def test_the_touch_hook_writes_nothing_for_sessions_never_started(
 ) -> None:
     calls: list[tuple[str, str]] = []
     loads: list[int] = []
-    real_touch, real_keys = sessions_module.touch, sessions_module.active_keys
+    table = mem.store.sessions
+    real_touch, real_keys = table.touch, table.active_keys
 
-    def counting_touch(store, namespace, session_id, now):
+    def counting_touch(namespace, session_id, now):
         calls.append((namespace, session_id))
-        real_touch(store, namespace, session_id, now)
+        real_touch(namespace, session_id, now)
 
-    def counting_keys(store):
+    def counting_keys():
         loads.append(1)
-        return real_keys(store)
+        return real_keys()
 
-    monkeypatch.setattr(sessions_module, "touch", counting_touch)
-    monkeypatch.setattr(sessions_module, "active_keys", counting_keys)
+    monkeypatch.setattr(table, "touch", counting_touch)
+    monkeypatch.setattr(table, "active_keys", counting_keys)
+    mem.writer._active = None  # read the started sessions again, through the spy
     tracked = mem.start_session("alice").session_id
     for _ in range(3):
         mem.add_event("plain", "user", "an untracked session")

@@ -11,7 +11,8 @@ import pytest
 
 from nbmemory import Memory, StoreError
 from nbmemory.config import DEFAULT_MODEL
-from nbmemory.store import SCHEMA_VERSION, Store
+from nbmemory.store import Store, migrations
+from nbmemory.store.migrations import SCHEMA_VERSION
 
 SEED_TABLES = {
     "events": {
@@ -102,7 +103,7 @@ def test_migrations_are_safe_to_run_twice(store_path):
         mem.add_event("s1", "user", "hello there")
         mem.flush()
     store = Store(store_path)
-    store._migrate()  # a third run on the same file
+    migrations.migrate(store)  # a third run on the same file
     assert store.fetchone("SELECT count(*) FROM events")[0] == 1
     store.close()
     with Memory(store_path, embedder="hash") as mem:
@@ -233,13 +234,14 @@ def test_statements_are_parameterised_against_hostile_strings(mem):
 
 def test_bulk_insert_goes_through_arrow_not_executemany(mem, monkeypatch):
     calls = []
-    original = mem.store.insert_arrow
+    table = mem.store.events
+    original = table._insert_arrow
 
-    def spy(table, data):
-        calls.append((table, data.num_rows))
-        return original(table, data)
+    def spy(data, returning=""):
+        calls.append((table.table.name, data.num_rows))
+        return original(data, returning)
 
-    monkeypatch.setattr(mem.store, "insert_arrow", spy)
+    monkeypatch.setattr(table, "_insert_arrow", spy)
     ids = mem.add_events(
         [{"session_id": "bulk", "role": "user", "content": f"row {i}"} for i in range(500)]
     )

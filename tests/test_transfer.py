@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.datasets import load_locomo
-from nbmemory.sessions import SessionNotFound
-from nbmemory.transfer import FORMAT, VERSION, derived_id
+from nbmemory.errors import SessionNotFound
+from nbmemory.research.datasets import load_locomo
+from nbmemory.state.transfer import FORMAT, VERSION, derived_id
 
 
 def _events(mem: Memory, namespace: str) -> pd.DataFrame:
-    return mem.store.events(namespace=namespace, with_embedding=True).sort_values("id")
+    return mem.store.events.frame(namespace=namespace, with_embedding=True).sort_values("id")
 
 
 def _assert_same_events(left: pd.DataFrame, right: pd.DataFrame) -> None:
@@ -53,7 +53,6 @@ def _round_trip(source: Memory, namespace: str, tmp_path: Path, embedder) -> Mem
     return target
 
 
-@pytest.mark.locomo
 def test_locomo_round_trip_keeps_every_row_field_and_vector(
     store_path: str, tmp_path: Path, locomo_dir: Path
 ) -> None:
@@ -84,8 +83,6 @@ def test_locomo_round_trip_keeps_every_row_field_and_vector(
         _assert_same_events(before, _events(target, ns))
 
 
-@pytest.mark.real_model
-@pytest.mark.locomo
 def test_locomo_round_trip_with_the_real_model(
     store_path: str, tmp_path: Path, locomo_dir: Path, real_embedder
 ) -> None:

@@ -282,7 +282,7 @@ def test_nbmemory_shared_env_lets_the_cli_share_with_an_open_kernel(tmp_path):
 
 
 def test_nbmemory_shared_env_is_the_default_and_an_explicit_argument_wins(tmp_path, monkeypatch):
-    from nbmemory.shared import SharedStore
+    from nbmemory.store.shared import SharedStore
 
     path = str(tmp_path / "env.duckdb")
     monkeypatch.setenv("NBMEMORY_SHARED", "1")

@@ -2,37 +2,24 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import numpy as np
 import pytest
+from fakes import RandomEmbedder
 
 from nbmemory import Memory
-from nbmemory.events import build_row, rows_to_arrow
-from nbmemory.vector_index import VectorIndex
+from nbmemory.events import build_row
+from nbmemory.retrieval.vector_index import VectorIndex
 
 DIM = 32
 
 
-class RandomEmbedder:
-    """Random (but fixed per text) unit vectors: no ties, no structure."""
-
-    name = "test/random-32"
-    dim = DIM
-
-    def embed(self, texts):
-        out = []
-        for text in texts:
-            seed = int.from_bytes(hashlib.blake2b(text.encode()).digest()[:8], "little")
-            out.append(np.random.default_rng(seed).standard_normal(DIM))
-        return np.asarray(out, dtype=np.float32)
-
-
 def both_paths(mem: Memory, query_vec, **kwargs):
-    fast = mem.store.similarity_search(query_vec, mem.model_name, **kwargs)
-    slow = mem.store.sql_similarity_search(query_vec, mem.model_name, **kwargs)
-    return fast, slow
+    namespace = kwargs.pop("namespace")
+    fast = mem.retriever.vector_search(query_vec, namespace, **kwargs)
+    slow = mem.store.vectors.similar(query_vec, mem.model_name, namespace=namespace, **kwargs)
+    return fast, slow.drop(columns=["distance_score"])
 
 
 def assert_same(fast, slow):
@@ -58,7 +45,8 @@ def test_index_matches_sql_through_inserts_deletes_and_updates(store_path):
             mem.flush()
             events = mem.store.df("SELECT id FROM events")
             doomed = rng.choice(events["id"].to_numpy(), size=20, replace=False).tolist()
-            mem.store.delete_events(doomed)
+            with mem.writer.transaction() as tx:
+                tx.events.delete(doomed)
             # a change the index is not told about: it must notice and rebuild
             victim = mem.store.fetchone("SELECT id FROM events ORDER BY random() LIMIT 1")[0]
             mem.store.execute(
@@ -84,7 +72,7 @@ def test_incremental_updates_avoid_rebuilds(store_path):
         mem.add_events([{"session_id": "s", "role": "user", "content": f"t{i}"} for i in range(50)])
         mem.flush()
         mem.search("t1")
-        index = mem.store.vector_index(mem.model_name)
+        index = mem.indexes.vectors(mem.model_name)
         rebuilds = index.rebuilds
         for i in range(20):
             mem.add_event("s", "user", f"more {i}")
@@ -122,9 +110,9 @@ def test_index_stays_correct_with_a_concurrent_writer(store_path):
             rng = np.random.default_rng(1)
             for _ in range(30):
                 q = rng.standard_normal(DIM).astype(np.float32)
-                fast = mem.store.similarity_search(q, mem.model_name, limit=10, namespace="default")
+                fast = mem.retriever.vector_search(q, "default", limit=10)
                 # every hit the index returns is a live row with that exact similarity
-                stored = mem.store.sql_similarity_search(
+                stored = mem.store.vectors.similar(
                     q, mem.model_name, limit=10_000, namespace="default"
                 ).set_index("id")
                 for row in fast.itertuples():
@@ -147,13 +135,10 @@ def test_vectors_written_in_a_transaction_are_seen_after_commit(store_path):
         mem.flush()
         mem.search("first")  # build the index
         row = build_row(mem.settings, session_id="s", role="user", content="x", namespace="default")
-        row["embedding"] = np.ones(DIM, dtype=np.float32).tolist()
-        row["embedding_model"] = mem.model_name
-        with mem.store.transaction():
-            mem.store.insert_events(rows_to_arrow([row]))
-        hits = mem.store.similarity_search(
-            np.ones(DIM, dtype=np.float32), mem.model_name, limit=1, namespace="default"
-        )
+        vector = np.ones(DIM, dtype=np.float32)
+        with mem.writer.transaction() as tx:
+            tx.events.insert([row], vectors={row["id"]: (mem.model_name, vector)})
+        hits = mem.retriever.vector_search(vector, "default", limit=1)
         assert hits["id"].tolist() == [row["id"]]
 
 
@@ -169,13 +154,13 @@ def test_exact_ties_are_broken_like_sql(store_path):
 
 def test_vector_index_unit_behaviour():
     index = VectorIndex("m")
-    index.rebuild(["a", "b"], ["n1", "n2"], np.array([[1, 0], [0, 1]], dtype=np.float32), 3)
+    assert index.stale  # never built
+    index.rebuild(["a", "b"], ["n1", "n2"], np.array([[1, 0], [0, 1]], dtype=np.float32))
+    assert not index.stale and len(index) == 2
     assert index.search(np.array([1, 0.1]), 5, namespace="n1") == [
         ("a", pytest.approx(0.995, abs=1e-3))
     ]
-    index.apply(2, 4, lambda: index.remove(["a"]))  # stale write: ignored
-    assert index.version == 3 and len(index) == 2
-    index.apply(3, 4, lambda: index.upsert(["c"], ["n1"], np.array([[3.0, 4.0]])))
+    index.upsert(["c"], ["n1"], np.array([[3.0, 4.0]]))
     hits = index.search(np.array([0.6, 0.8]), 5, namespace=None)
     assert hits[0] == ("c", pytest.approx(1.0))
     assert index.search(np.array([0.6, 0.8]), 5, namespace="n1", threshold=0.99) == [
@@ -183,28 +168,42 @@ def test_vector_index_unit_behaviour():
     ]
 
 
+def test_a_stale_index_ignores_changes_and_rebuilds_from_the_table(store_path):
+    """Changes announced while an index is stale are not applied to it (it would hold
+    a mix); the next search rebuilds it from the table, once."""
+    with Memory(store_path, embedder=RandomEmbedder()) as mem:
+        mem.add_events([{"session_id": "s", "role": "user", "content": f"t{i}"} for i in range(20)])
+        mem.flush()
+        index = mem.indexes.vectors(mem.model_name)
+        rebuilds = index.rebuilds
+        mem.store.execute("UPDATE events SET importance = 0.4")  # plain SQL: unknown change
+        assert index.stale
+        mem.add_event("s", "user", "written while stale")
+        mem.flush()
+        assert index.stale and index.rebuilds == rebuilds  # nothing applied in between
+        assert len(mem.indexes.vectors(mem.model_name)) == 21
+        assert index.rebuilds == rebuilds + 1 and not index.stale
+
+
 def test_churn_compacts_the_index_and_keeps_answers_exact():
     """Adds and deletes: memory follows the live rows, not every row ever added."""
     rng = np.random.default_rng(11)
     index = VectorIndex("m")
-    index.rebuild([], [], np.zeros((0, DIM), dtype=np.float32), 0)
+    index.rebuild([], [], np.zeros((0, DIM), dtype=np.float32))
     live: dict[str, np.ndarray] = {}
-    version = 0
     for round_ in range(6):
         ids = [f"r{round_}-{i}" for i in range(1000)]
         vectors = rng.standard_normal((1000, DIM)).astype(np.float32)
-        index.apply(version, version + 1, lambda i=ids, v=vectors: index.upsert(i, ["n"] * 1000, v))
-        version += 1
+        index.upsert(ids, ["n"] * 1000, vectors)
         live.update(zip(ids, vectors, strict=True))
         doomed = [k for k in list(live) if rng.random() < 0.8]
-        index.apply(version, version + 1, lambda d=doomed: index.remove(d))
-        version += 1
+        index.remove(doomed)
         for k in doomed:
             del live[k]
     assert len(index) == len(live)
     assert index._size < 2 * len(live) + 1024  # compacted: not the 6,000 ever added
     fresh = VectorIndex("m")
-    fresh.rebuild(list(live), ["n"] * len(live), np.stack(list(live.values())), 0)
+    fresh.rebuild(list(live), ["n"] * len(live), np.stack(list(live.values())))
     for _ in range(5):
         q = rng.standard_normal(DIM).astype(np.float32)
         assert index.search(q, 10, namespace="n") == fresh.search(q, 10, namespace="n")

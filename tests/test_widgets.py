@@ -8,9 +8,9 @@ import json
 import pytest
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.analysis import shape_x
-from nbmemory.datasets import load_locomo
-from nbmemory.widgets import MemoryExplorer, ThresholdTuner
+from nbmemory.notebook.widgets import MemoryExplorer, ThresholdTuner
+from nbmemory.research.datasets import load_locomo
+from nbmemory.research.figures import shape_x
 
 
 @pytest.fixture

@@ -14,14 +14,14 @@ from .errors import (
     InvalidInput,
     MemoryNotFound,
     NbMemoryError,
+    SessionNotFound,
     StoreError,
     StoreLocked,
 )
 from .events import Event
 from .memory import Memory
 from .retrieval import Context, ContextItem
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "Context",
@@ -32,6 +32,7 @@ __all__ = [
     "Memory",
     "MemoryNotFound",
     "NbMemoryError",
+    "SessionNotFound",
     "Settings",
     "StoreError",
     "StoreLocked",
@@ -43,13 +44,13 @@ __all__ = [
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nbmemory``: register the magics (imported lazily, IPython only here)."""
-    from .magics import load_ipython_extension as _load
+    from .notebook.magics import load_ipython_extension as _load
 
     _load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext nbmemory``: remove the magics and restore IPython's ``%recall``."""
-    from .magics import unload_ipython_extension as _unload
+    from .notebook.magics import unload_ipython_extension as _unload
 
     _unload(ipython)

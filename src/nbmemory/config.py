@@ -1,25 +1,32 @@
-"""Every default of the spec in one settings object.
+"""Every default in one settings object.
 
-The numbers come from the three seed documents (see DESIGN.md, "Defaults"):
-seed 000 for working memory, the tri-hybrid context, importance and consolidation;
-seed 003 for sessions, audit retention and the injected-context budget; seed 004
-for the similarity-search threshold.  They are defaults, not truths: every one can
-be changed per store (``Memory(..., settings=Settings(relevance_threshold=0.4))``
-or ``mem.configure(...)``) and most per call.
+The numbers come from the three systems nbmemory is drawn from (the spec's seed
+documents 000, 003 and 004):
+
+* a Rust agent's state and memory layer (seed 000): working memory of 50 events
+  per session, the tri-hybrid context (recency 10; salience importance >= 0.8,
+  5; relevance similarity > 0.65, 5), importance by role, consolidation every
+  6 hours and the all-MiniLM-L6-v2 model;
+* Vectora's state persistence (seed 003): sessions with a 24 h TTL and at most
+  5 per user, 90 days of audit, secret redaction, a 4096-token context budget;
+* the Astreus memory API (seed 004): similarity search at 0.7.
+
+They are defaults, not truths: every one can be changed per store
+(``Memory(..., settings=Settings(relevance_threshold=0.4))`` or
+``mem.configure(...)``) and most per call.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from .errors import InvalidInput
+from .redaction import compile_pattern
+from .validation import check_limit, check_unit_interval, is_number
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_NAMESPACE = "default"
@@ -54,7 +61,7 @@ class Settings:
     background_consolidation: bool = True
     # seed 004: similarity search
     similarity_threshold: float = 0.7
-    # retrieval profile (issue 9): "hybrid" (default) fuses cosine similarity with
+    # retrieval profile: "hybrid" (default) fuses cosine similarity with
     # BM25 keywords and neighbouring turns; "spec" is seed 000's cosine-only relevance.
     profile: str = "hybrid"
     keyword_weight: float = 0.5
@@ -105,7 +112,7 @@ class Settings:
             check_limit(getattr(self, name), name, allow_zero=name.endswith("_limit"))
         for name in ("consolidation_interval_hours", "session_ttl_hours"):
             value = getattr(self, name)
-            if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            if not is_number(value) or not math.isfinite(value) or value <= 0:
                 raise InvalidInput(f"{name} must be a positive number of hours, got {value!r}")
         if not isinstance(self.background_consolidation, bool):
             raise InvalidInput(
@@ -117,8 +124,6 @@ class Settings:
         if isinstance(self.redact_patterns, str):
             raise InvalidInput("redact_patterns must be a list of regex strings, not one string")
         object.__setattr__(self, "redact_patterns", tuple(self.redact_patterns))
-        from .redaction import compile_pattern
-
         for index, pattern in enumerate(self.redact_patterns):
             compile_pattern(pattern, f"redact_patterns[{index}]")
         if not isinstance(self.importance_by_role, dict) or not self.importance_by_role:
@@ -166,30 +171,3 @@ PROFILES: dict[str, dict[str, Any]] = {
 def default_store_path() -> str:
     """``$NBMEMORY_PATH`` when set, else ``nbmemory.duckdb`` in the working directory."""
     return os.environ.get(ENV_STORE_PATH) or DEFAULT_STORE_FILENAME
-
-
-def _is_number(value: Any) -> bool:
-    # numbers.Real covers int, float and numpy scalars; bool is an int but never a score.
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
-def check_unit_interval(value: Any, name: str, *, low: float = 0.0) -> float:
-    """``value`` as a float in ``[low, 1]``; NaN, inf, strings and bools are refused."""
-    if not _is_number(value):
-        raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {value!r}")
-    number = float(value)
-    if math.isnan(number) or not low <= number <= 1.0:
-        raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {value!r}")
-    return number
-
-
-def check_limit(value: Any, name: str, *, allow_zero: bool = True) -> int:
-    """``value`` as a non-negative int (positive when ``allow_zero`` is false)."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
-        value = int(value)
-    else:
-        raise InvalidInput(f"{name} must be a whole number, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        bound = "0 or more" if allow_zero else "1 or more"
-        raise InvalidInput(f"{name} must be {bound}, got {value!r}")
-    return value

@@ -47,5 +47,21 @@ class StoreLocked(StoreError):
         self.pid = pid
 
 
+class SessionNotFound(NbMemoryError, KeyError):
+    """No usable session with that id in the namespace (never created, deleted or expired)."""
+
+    def __init__(self, session_id: str, namespace: str, why: str = "not found") -> None:
+        super().__init__(
+            f"session {session_id!r} {why} in namespace {namespace!r}; "
+            "list sessions with mem.sessions() (or `nbmemory state list`) "
+            "or start a new one with mem.start_session()"
+        )
+        self.session_id = session_id
+        self.namespace = namespace
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class EmbedderError(NbMemoryError):
     """The embedding model could not be loaded or failed as a whole."""

@@ -1,7 +1,10 @@
-"""Events (the rows of the ``events`` table) and the validation of what users pass in.
+"""Events: the rows of the ``events`` table, and the one validator every event passes.
 
-Everything a caller gives is checked here, before any SQL runs, so a refused
-input never leaves a half-written store behind.
+An event is a message of a conversation or a memory.  :func:`build_row` is the
+only way a row for ``events`` is made: ``add_event``, ``add_events``,
+``add_memory``, imports, AGENTS.md sync and consolidation all call it, so the
+same rules (known role, importance in 0..1, text that is valid Unicode and under
+the size limit, JSON metadata) hold whatever the door.
 """
 
 from __future__ import annotations
@@ -17,14 +20,40 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from .config import Settings, check_unit_interval
+from .config import Settings
 from .errors import InvalidInput
-from .store import ARROW_EVENT_SCHEMA
+from .validation import (
+    check_name,
+    check_text,
+    check_unit_interval,
+    dump_json_arg,
+    dump_metadata,
+    is_missing,
+    parse_metadata,
+    to_utc,
+    utcnow,
+)
 
-#: Kinds of event nbmemory itself writes; users may add their own.
-KINDS = ("message", "memory", "summary", "fact", "agents_md")
+#: Arguments of ``add_event`` a row of ``add_events`` may carry.
+INPUT_FIELDS = frozenset(
+    {
+        "id",
+        "session_id",
+        "role",
+        "content",
+        "namespace",
+        "kind",
+        "metadata",
+        "importance",
+        "tool_call_id",
+        "tool_name",
+        "tool_calls",
+        "created_at",
+        "graph_id",
+        "task_id",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -53,8 +82,8 @@ class Event:
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Event:
         """Build from a store row (dict of column -> value)."""
-        known = {f for f in cls.__dataclass_fields__}
-        values = {k: _plain(v) for k, v in record.items() if k in known}
+        known = set(cls.__dataclass_fields__)
+        values = {k: plain(v) for k, v in record.items() if k in known}
         values["metadata"] = parse_metadata(record.get("metadata"))
         return cls(**values)
 
@@ -78,7 +107,8 @@ class Event:
         )
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A value read from DuckDB/pandas as a plain Python value (None for NaN/NaT)."""
     if isinstance(value, pd.Timestamp):
         return value.to_pydatetime()
     if isinstance(value, np.generic):
@@ -90,101 +120,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def parse_metadata(raw: Any) -> dict[str, Any]:
-    if raw is None or (isinstance(raw, float) and math.isnan(raw)):
-        return {}
-    if isinstance(raw, dict):
-        return raw
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_value": value}
-
-
 def new_id() -> str:
-    """A new event id (a UUID, as seed 000's primary key)."""
+    """A new event id (a UUID)."""
     return str(uuid.uuid4())
-
-
-def utcnow() -> dt.datetime:
-    """The current UTC time as a naive datetime (the store keeps UTC)."""
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-
-
-def to_utc(value: Any, name: str = "created_at") -> dt.datetime:
-    """A naive UTC datetime from a datetime, date, pandas Timestamp or ISO-8601 text.
-
-    Naive inputs are taken as UTC; aware ones are converted.
-    """
-    if value is pd.NaT or (isinstance(value, np.datetime64) and np.isnat(value)):
-        raise InvalidInput(f"{name} must be a date-time, got NaT")
-    if isinstance(value, (pd.Timestamp, np.datetime64)):
-        value = pd.Timestamp(value)
-        if value is pd.NaT:
-            raise InvalidInput(f"{name} must be a date-time, got NaT")
-        value = value.to_pydatetime()
-    elif isinstance(value, str):
-        text = value.strip()
-        try:
-            parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidInput(
-                f"{name} {value!r} is not an ISO-8601 date-time (e.g. 2024-05-08T13:56:00Z)"
-            ) from None
-        value = parsed
-    elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-        value = dt.datetime(value.year, value.month, value.day)
-    if not isinstance(value, dt.datetime):
-        raise InvalidInput(f"{name} must be a datetime or ISO-8601 text, got {value!r}")
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return value
-
-
-def check_text(value: Any, name: str, *, max_bytes: int | None = None, allow_empty=False) -> str:
-    """A str that encodes as UTF-8 (no lone surrogates) and, unless allowed, is not blank."""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be text (str), got {type(value).__name__}")
-    if not allow_empty and not value.strip():
-        what = "nothing to remember" if name == "content" else f"pass a non-blank {name}"
-        raise InvalidInput(f"{name} is empty; {what}")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(
-            f"{name} is not valid Unicode: lone surrogate {value[exc.start]!r} at position "
-            f"{exc.start}; decode the source with errors='replace' first"
-        ) from None
-    if max_bytes is not None and size > max_bytes:
-        raise InvalidInput(
-            f"{name} is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit "
-            "(Settings.max_content_bytes); split it into smaller memories"
-        )
-    return value
-
-
-def check_name(value: Any, name: str) -> str:
-    """A non-empty identifier-like string (session, namespace, role): any text is allowed."""
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{name} must be a non-empty string, got {value!r}")
-    return check_text(value, name, max_bytes=4096)
-
-
-def dump_metadata(metadata: Any) -> str | None:
-    if metadata is None:
-        return None
-    if not isinstance(metadata, Mapping):
-        raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}")
-    for key in metadata:
-        if not isinstance(key, str):
-            raise InvalidInput(f"metadata keys must be strings, got {key!r}")
-        check_text(key, "metadata key", allow_empty=True)
-    try:
-        text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"metadata must be JSON-serialisable: {exc}") from None
-    return check_text(text, "metadata", allow_empty=True)  # e.g. a lone surrogate in a value
 
 
 def importance_for(role: str, importance: Any, settings: Settings) -> float:
@@ -192,6 +130,19 @@ def importance_for(role: str, importance: Any, settings: Settings) -> float:
     if importance is None:
         return float(settings.importance_by_role.get(role, 0.5))
     return check_unit_interval(importance, "importance")
+
+
+def _stored_metadata(metadata: Any) -> str | None:
+    """Metadata as stored JSON text: a dict is dumped; text must already be a JSON object."""
+    if not isinstance(metadata, str):
+        return dump_metadata(metadata)
+    try:
+        value = json.loads(metadata)
+    except ValueError:
+        raise InvalidInput(f"metadata is not JSON: {metadata[:60]!r}") from None
+    if not isinstance(value, dict):
+        raise InvalidInput(f"metadata must be a JSON object, got {metadata[:60]!r}")
+    return check_text(metadata, "metadata", allow_empty=True)
 
 
 def build_row(
@@ -211,8 +162,17 @@ def build_row(
     graph_id: Any = None,
     task_id: Any = None,
     id: Any = None,
+    updated_at: Any = None,
+    consolidated_at: Any = None,
+    embedding_error: Any = None,
+    stored: bool = False,
 ) -> dict[str, Any]:
-    """Validate one event's fields and return the row to insert (no embedding yet)."""
+    """Validate one event's fields and return the row to insert (no vector yet).
+
+    ``stored=True`` is for rows that existed elsewhere (an export, another
+    agent's database): their content may be missing (a tool call with no text),
+    metadata may be JSON text, and their times and embedding error are kept.
+    """
     session_id = check_name(session_id, "session_id")
     namespace = check_name(namespace, "namespace")
     role = check_name(role, "role")
@@ -222,27 +182,16 @@ def build_row(
             "(add one with Settings(importance_by_role={...}))"
         )
     kind = check_name(kind, "kind")
-    content = check_text(content, "content", max_bytes=settings.max_content_bytes)
-    if tool_calls is not None and not isinstance(tool_calls, str):
-        try:
-            tool_calls = json.dumps(tool_calls, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"tool_calls must be JSON-serialisable: {exc}") from None
-    if tool_calls is not None:
-        check_text(tool_calls, "tool_calls", allow_empty=True)
-    for label, value in (
-        ("tool_call_id", tool_call_id),
-        ("tool_name", tool_name),
-        ("graph_id", graph_id),
-        ("task_id", task_id),
-    ):
-        if value is not None:
-            check_name(value, label)
-    if id is not None:
-        id = check_name(id, "id")
+    if not (stored and content is None):
+        content = check_text(
+            content, "content", max_bytes=settings.max_content_bytes, allow_empty=stored
+        )
+    _check_optional_names(
+        tool_call_id=tool_call_id, tool_name=tool_name, graph_id=graph_id, task_id=task_id
+    )
     created = utcnow() if created_at is None else to_utc(created_at)
     return {
-        "id": id or new_id(),
+        "id": new_id() if id is None else check_name(id, "id"),
         "session_id": session_id,
         "namespace": namespace,
         "kind": kind,
@@ -250,30 +199,58 @@ def build_row(
         "content": content,
         "tool_call_id": tool_call_id,
         "tool_name": tool_name,
-        "tool_calls_json": tool_calls,
-        "metadata": dump_metadata(metadata),
+        "tool_calls_json": dump_json_arg(tool_calls, "tool_calls"),
+        "metadata": _stored_metadata(metadata) if stored else dump_metadata(metadata),
         "graph_id": graph_id,
         "task_id": task_id,
         "created_at": created,
-        "updated_at": created,
+        "updated_at": created if updated_at is None else to_utc(updated_at, "updated_at"),
         "importance": importance_for(role, importance, settings),
-        "embedding": None,
         "embedding_model": None,
-        "embedding_error": None,
-        "consolidated_at": None,
+        "embedding_error": None if embedding_error is None else str(embedding_error),
+        "consolidated_at": (
+            None if consolidated_at is None else to_utc(consolidated_at, "consolidated_at")
+        ),
     }
 
 
-def rows_to_arrow(rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows built by :func:`build_row` as an Arrow table in the store's column order."""
-    return pa.Table.from_pylist(rows, schema=ARROW_EVENT_SCHEMA)
+def _check_optional_names(**names: Any) -> None:
+    for label, value in names.items():
+        if value is not None:
+            check_name(value, label)
+
+
+def build_rows(
+    settings: Settings,
+    rows: Any,
+    *,
+    namespace: str,
+    session_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """Validate the rows of ``add_events``: one bad row refuses them all, naming it."""
+    built = []
+    for index, raw in enumerate(iter_input_rows(rows)):
+        raw.setdefault("namespace", namespace)
+        if session_id is not None:
+            raw.setdefault("session_id", session_id)
+        unknown = set(raw) - INPUT_FIELDS
+        if unknown:
+            raise InvalidInput(f"row {index}: unknown field(s) {', '.join(sorted(unknown))}")
+        try:
+            built.append(build_row(settings, **raw))
+        except (TypeError, InvalidInput) as exc:
+            raise InvalidInput(f"row {index}: {exc}") from None
+    ids = [row["id"] for row in built]
+    if len(set(ids)) != len(ids):
+        raise InvalidInput("add_events: duplicate ids in the input")
+    return built
 
 
 def iter_input_rows(rows: Any) -> Iterable[dict[str, Any]]:
     """Rows from a DataFrame or an iterable of mappings, as plain dicts without NaN."""
     if isinstance(rows, pd.DataFrame):
         for record in rows.to_dict(orient="records"):
-            yield {k: (None if _is_missing(v) else v) for k, v in record.items()}
+            yield {str(k): (None if is_missing(v) else v) for k, v in record.items()}
         return
     if isinstance(rows, (str, bytes, Mapping)):
         raise InvalidInput("add_events takes a DataFrame or an iterable of dicts")
@@ -281,9 +258,3 @@ def iter_input_rows(rows: Any) -> Iterable[dict[str, Any]]:
         if not isinstance(row, Mapping):
             raise InvalidInput(f"row {index} is a {type(row).__name__}, not a dict")
         yield dict(row)
-
-
-def _is_missing(value: Any) -> bool:
-    if value is None or value is pd.NaT:
-        return True
-    return isinstance(value, float) and math.isnan(value)

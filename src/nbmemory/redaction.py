@@ -1,8 +1,8 @@
-"""Secret redaction and the file blocklist (seed 003's "Guardian").
+"""Secret redaction and the file blocklist (Vectora's "Guardian").
 
 Text is redacted *before* it is stored or embedded, so a secret pasted into a
-conversation never reaches the DuckDB file or the model.  The defaults are seed
-003's two patterns (``password: ...`` and ``api_key = ...``) plus common token
+conversation never reaches the DuckDB file or the model.  The defaults are
+Vectora's two patterns (``password: ...`` and ``api_key = ...``) plus common token
 formats: AWS access keys, GitHub tokens, OpenAI-style ``sk-`` keys, bearer
 tokens, JWTs, Slack tokens and PEM private-key blocks.  More patterns are added
 with ``Settings(redact_patterns=(...))``; ``Settings(redaction=False)`` turns
@@ -51,7 +51,7 @@ DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = (
     ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
     ("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
     ("bearer_token", r"(?i)\bbearer\s+(?P<secret>(?!\[REDACTED\])[A-Za-z0-9\-._~+/]{16,}=*)"),
-    # seed 003's audit.redact_patterns, case-insensitive here
+    # Vectora's audit.redact_patterns, case-insensitive here
     ("password", r"(?i)password\s*[:=]\s*" + _VALUE),
     ("api_key", r"(?i)api[_-]?key\s*[:=]\s*" + _VALUE),
 )
@@ -134,7 +134,7 @@ def check_ingestable(path: str | os.PathLike[str]) -> Path:
     """``path`` as a Path if it may be ingested; :class:`InvalidInput` for secret files.
 
     ``.env``, ``*.key`` and ``*.pem`` files usually hold credentials; they are never
-    read, stored or embedded (seed 003: the same blocklist applies to AGENTS.md).
+    read, stored or embedded (the same blocklist applies to AGENTS.md).
     """
     resolved = Path(path).expanduser()
     pattern = blocked_reason(resolved)

@@ -1,0 +1,64 @@
+"""The ``nbmemory`` command line: one module per command group.
+
+Each sub-command is a function ``cmd_<name>(args) -> int`` registered in
+:func:`build_parser`; errors nbmemory raises on purpose become one line on stderr
+and exit code 1 (2 for bad usage, as argparse does).
+
+* :mod:`.demo` — ``demo``;
+* :mod:`.state` — ``state list|cleanup|delete|export|import``, ``memory sync``, ``health``;
+* :mod:`.research` — ``eval locomo``, ``import-sqlite``;
+* :mod:`.ipython_config` — ``install-ipython-config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from ..errors import NbMemoryError
+from ..version import __version__
+from . import ipython_config, research, state
+from .demo import cmd_demo
+from .options import store_options
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nbmemory", description="A memory layer for AI agents, in one DuckDB file."
+    )
+    parser.add_argument("--version", action="version", version=f"nbmemory {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="remember a conversation and print a context")
+    store_options(demo)
+    demo.add_argument("--question", default="What language do I like?")
+    demo.set_defaults(func=cmd_demo)
+    research.add_commands(sub)  # eval, import-sqlite
+    ipython_config.add_command(sub)  # install-ipython-config
+    state.add_commands(sub)  # state, memory sync, health
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``nbmemory`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except NbMemoryError as exc:
+        print(f"nbmemory: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("nbmemory: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os._exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

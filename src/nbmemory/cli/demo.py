@@ -1,0 +1,49 @@
+"""``nbmemory demo``: remember a short conversation, then show what an agent would recall."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..memory import Memory
+
+DEMO_CONVERSATION = [
+    ("user", "Hi! My name is John and I love TypeScript.", None),
+    ("assistant", "Nice to meet you, John! TypeScript is a great choice.", None),
+    ("user", "Our project budget is $50k and the deadline is March 3rd.", 0.9),
+    ("assistant", "Noted: budget $50k, deadline March 3rd.", None),
+    ("tool", "calendar.create(title='Project deadline', date='2025-03-03') -> ok", None),
+    ("user", "I prefer short answers with code examples.", 0.85),
+    ("system", "You are a helpful coding assistant.", None),
+]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Remember a short conversation, then show what the agent would recall."""
+    path = args.store or ":memory:"
+    with Memory(path, embedder=args.embedder) as mem:
+        for role, text, importance in DEMO_CONVERSATION:
+            mem.add_event("demo", role, text, importance=importance)
+        mem.flush()
+        print(f"store: {path}   model: {mem.model_name}")
+        print(f"remembered {len(DEMO_CONVERSATION)} events in session 'demo'\n")
+        question = args.question
+        print(f"search({question!r}):")
+        hits = mem.search(question, limit=3)
+        for row in hits.itertuples():
+            print(f"  {row.similarity:.3f}  {row.role:<9} {row.content}")
+        context = mem.get_context("demo", question)
+        print(f"\nget_context('demo', {question!r}):")
+        frame = context.to_frame()
+        for row in frame.itertuples():
+            sim = "" if row.similarity != row.similarity else f" sim={row.similarity:.3f}"
+            print(f"  #{row.rank} [{row.strategies}]{sim} imp={row.importance:.2f}  {row.content}")
+        if not context.by_strategy("relevance") and len(hits):
+            print(
+                f"  (relevance found nothing above {mem.settings.relevance_threshold}: the best"
+                f" memory scored {hits['similarity'].iloc[0]:.3f}; tune the threshold with"
+                " nbmemory's research toolkit)"
+            )
+        prompt = context.to_prompt()
+        print("\nprompt for the agent:\n" + prompt)
+        print(f"\n({prompt.report()})")
+    return 0

@@ -1,0 +1,132 @@
+"""The research sub-commands of ``nbmemory``: ``eval locomo`` and ``import-sqlite``.
+
+Registered into :func:`nbmemory.cli.build_parser` by :func:`add_commands`; the
+engine does the work (:mod:`nbmemory.research.evaluation`, ``Memory.import_sqlite``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidInput
+from ..memory import Memory
+from .options import store_options
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Add ``eval`` (with ``locomo``) and ``import-sqlite`` to the ``nbmemory`` parser."""
+    evaluate = sub.add_parser("eval", help="evaluate retrieval on labelled data")
+    datasets = evaluate.add_subparsers(dest="dataset", metavar="DATASET", required=True)
+    locomo = datasets.add_parser(
+        "locomo",
+        help="recall@k, precision@k and MRR per strategy on LoCoMo conversations",
+        description="Load LoCoMo conversation files (or folders of them) into a store, ask "
+        "every answerable question and print one table: strategies x metrics.",
+    )
+    locomo.add_argument("paths", nargs="+", metavar="PATH", help="conv-*.json files or folders")
+    locomo.add_argument("--k", default="5,10", help="cut-offs, comma-separated (default 5,10)")
+    locomo.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="cosine threshold of relevance@threshold and tri-hybrid (default: the profile's,"
+        " 0.65 for spec)",
+    )
+    locomo.add_argument(
+        "--profile",
+        default="spec,hybrid",
+        help="retrieval profiles, comma-separated: spec (cosine relevance > 0.65) and/or hybrid "
+        "(default: both; profile-dependent strategies get a row per profile)",
+    )
+    locomo.add_argument(
+        "--strategies", default=None, help="comma-separated subset of the strategies"
+    )
+    locomo.add_argument(
+        "--target-recall",
+        type=float,
+        default=None,
+        help="suggest the highest threshold reaching this recall (default: best F1)",
+    )
+    locomo.add_argument("--markdown", action="store_true", help="print a markdown table")
+    store_options(locomo, default_store="in memory, discarded")
+    locomo.set_defaults(func=cmd_eval_locomo)
+
+    imp = sub.add_parser(
+        "import-sqlite",
+        help="import an agent's SQLite memory (the Rust agent's schema) into a store",
+        description="Read events/messages, facts, macros, scheduled_tasks and "
+        "terminal_allowed_prefixes of a SQLite database into the store, keeping ids, "
+        "timestamps and importance; embeddings are kept or re-computed.",
+    )
+    imp.add_argument("path", metavar="PATH", help="the SQLite database file")
+    imp.add_argument("--namespace", default=None, help="namespace to import into (default)")
+    store_options(imp, default_store="$NBMEMORY_PATH or ./nbmemory.duckdb")
+    imp.set_defaults(func=cmd_import_sqlite)
+
+
+@contextmanager
+def _memory(args: argparse.Namespace, default: str | None, **settings: Any) -> Iterator[Memory]:
+    with Memory(args.store or default, embedder=args.embedder, **settings) as mem:
+        yield mem
+
+
+def cmd_import_sqlite(args: argparse.Namespace) -> int:
+    """``nbmemory import-sqlite PATH``: import, wait for the embeddings, print the report."""
+    if not Path(args.path).expanduser().is_file():
+        raise InvalidInput(f"no SQLite database at {args.path}; pass the agent's .db file")
+    with _memory(args, None) as mem:
+        report = mem.import_sqlite(args.path, namespace=args.namespace)
+        mem.flush()
+        print(report.summary())
+        print(f"store: {mem.path}")
+    return 0
+
+
+def cmd_eval_locomo(args: argparse.Namespace) -> int:
+    """``nbmemory eval locomo PATH...``: one table of strategies x metrics."""
+    from ..config import PROFILES
+    from ..research.datasets import load_locomo, locomo_files
+    from ..research.evaluation import evaluate_profiles
+    from ..research.thresholds import labelled_similarities, suggest_threshold, threshold_sweep
+
+    files = [f for path in args.paths for f in locomo_files(path)]
+    profiles = [p.strip() for p in args.profile.split(",") if p.strip()]
+    unknown = [p for p in profiles if p not in PROFILES]
+    if unknown or not profiles:
+        raise InvalidInput(
+            f"unknown profile {', '.join(unknown) or repr(args.profile)}; profiles: "
+            f"{', '.join(PROFILES)}"
+        )
+    strategies = (
+        [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    )
+    with _memory(args, ":memory:") as mem:
+        loaded = [load_locomo(f, mem) for f in files]
+        result = evaluate_profiles(
+            mem,
+            loaded,
+            profiles,
+            k=args.k,
+            strategies=strategies,
+            relevance_threshold=args.threshold,
+        )
+        sweep = threshold_sweep(labelled_similarities(mem, loaded))
+        suggestion = suggest_threshold(sweep, target_recall=args.target_recall)
+        params = result.parameters
+        thresholds = ", ".join(
+            f"{p} relevance > "
+            f"{PROFILES[p]['relevance_threshold'] if args.threshold is None else args.threshold}"
+            for p in profiles
+        )
+        print(
+            f"LoCoMo: {len(files)} conversation(s), {int(result.table['questions'].iloc[0])} "
+            f"questions; model {params['model']}; profiles {params['profiles']} "
+            f"({thresholds}); salience >= {params['salience_threshold']}"
+        )
+        print(result.to_markdown() if args.markdown else str(result))
+        print(f"suggested {suggestion}")
+    return 0

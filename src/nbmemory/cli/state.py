@@ -1,0 +1,270 @@
+"""``nbmemory state ...``, ``nbmemory memory sync`` and ``nbmemory health``.
+
+::
+
+    nbmemory state list    [--namespace NS] [--user ID] [--with-untracked] [--json]
+    nbmemory state cleanup [--namespace NS] [--dry-run]
+    nbmemory state delete  --session-id ID [--namespace NS] [--with-events]
+    nbmemory state export  --output FILE [--session-id ID] [--namespace NS]
+    nbmemory state import  --input FILE [--namespace NS]
+    nbmemory memory sync   --file AGENTS.md [--namespace NS]
+    nbmemory health
+
+Every command takes ``--store`` (default ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``)
+and ``--embedder``.  Reads (list, export, health) open the store read-only and
+never start the embedding model; writes are audited with actor ``cli``.  Long
+work shows a tqdm progress bar on a terminal.  Errors print one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..config import default_store_path
+from ..errors import InvalidInput, NbMemoryError
+from ..memory import Memory
+from ..state.sessions import LIST_COLUMNS as SESSION_LIST
+from .options import store_options
+
+
+def _common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
+    store_options(parser)
+    if namespace:
+        parser.add_argument("--namespace", default=None, help="namespace (default: all / default)")
+
+
+def _open(args: argparse.Namespace, *, read_only: bool = False) -> Memory:
+    path = args.store or default_store_path()
+    if not Path(path).expanduser().exists():
+        raise InvalidInput(
+            f"no store at {path}; pass --store PATH or set NBMEMORY_PATH to an nbmemory file"
+        )
+    return Memory(path, embedder=args.embedder, read_only=read_only, actor="cli")
+
+
+def _session_namespace(mem: Memory, args: argparse.Namespace) -> str | None:
+    """--namespace, or the one namespace holding --session-id (the CLI may give only the id)."""
+    if args.namespace is not None or not args.session_id:
+        return args.namespace
+    found = mem.store.sessions.namespaces_of(args.session_id)
+    if len(found) > 1:
+        raise InvalidInput(
+            f"session {args.session_id!r} exists in namespaces {', '.join(found)}; "
+            "pass --namespace to choose one"
+        )
+    return found[0] if found else None
+
+
+def _wait_for_embeddings(mem: Memory, label: str = "embedding") -> None:
+    """Block until the background embedder is done, with a progress bar on a terminal."""
+    from tqdm import tqdm
+
+    total = mem.backlog
+    if not total:
+        return
+    with tqdm(total=total, desc=label, unit="text", disable=None, file=sys.stderr) as bar:
+        while not mem.flush(timeout=0.5):
+            bar.update(total - mem.backlog - bar.n)
+        bar.update(total - bar.n)
+
+
+def _print_frame(frame: Any, columns: list[str]) -> None:
+    if frame.empty:
+        print("(none)")
+        return
+    print(frame.reindex(columns=columns).to_string(index=False))
+
+
+# -- state ---------------------------------------------------------------------------------
+#: What ``state list`` prints (the state JSON and creation/closing times are left out).
+LIST_COLUMNS = [c for c in SESSION_LIST if c not in ("created_at", "closed_at", "state")]
+
+
+def cmd_state_list(args: argparse.Namespace) -> int:
+    """List sessions (all namespaces unless --namespace)."""
+    with _open(args, read_only=True) as mem:
+        frame = mem.sessions(
+            args.namespace,
+            user_id=args.user,
+            all_namespaces=args.namespace is None,
+            include_untracked=args.with_untracked,
+        )
+    if args.json:
+        records = frame.drop(columns=["state"]).astype(object).where(frame.notna(), None)
+        print(json.dumps(records.to_dict(orient="records"), default=str, ensure_ascii=False))
+    else:
+        _print_frame(frame, LIST_COLUMNS)
+    return 0
+
+
+def cmd_state_cleanup(args: argparse.Namespace) -> int:
+    """Delete sessions idle past the TTL and audit rows past the retention."""
+    with _open(args) as mem:
+        frame = mem.cleanup_sessions(
+            namespace=args.namespace, all_namespaces=args.namespace is None, dry_run=args.dry_run
+        )
+        audit_rows = mem.cleanup_audit(dry_run=args.dry_run)
+        ttl = mem.settings.session_ttl_hours
+        days = mem.settings.audit_retention_days
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} {len(frame)} session(s) idle for more than {ttl:g} h:")
+    _print_frame(frame, ["namespace", "session_id", "user_id", "status", "last_activity"])
+    print(f"{verb} {audit_rows} audit row(s) older than {days} days")
+    return 0
+
+
+def cmd_state_delete(args: argparse.Namespace) -> int:
+    """Delete one session (and, with --with-events, its memories)."""
+    with _open(args) as mem:
+        result = mem.delete_session(
+            args.session_id, namespace=_session_namespace(mem, args), events=args.with_events
+        )
+    print(
+        f"deleted session {args.session_id!r} "
+        f"({result['sessions']} session row, {result['events']} event(s))"
+    )
+    return 0
+
+
+def cmd_state_export(args: argparse.Namespace) -> int:
+    """Export a session or a namespace to a JSON file."""
+    with _open(args, read_only=True) as mem:
+        summary = mem.export_json(
+            args.output,
+            session_id=args.session_id,
+            namespace=_session_namespace(mem, args),
+            progress=True,
+        )
+    scope = f"session {args.session_id!r} of " if args.session_id else ""
+    print(
+        f"exported {scope}namespace {summary['namespace']!r}: {summary['events']} event(s) "
+        f"({summary['embedded']} with vectors), {summary['sessions']} session(s) "
+        f"-> {summary['path']} ({summary['bytes']:,} bytes, format v{summary['version']})"
+    )
+    return 0
+
+
+def cmd_state_import(args: argparse.Namespace) -> int:
+    """Import an export file; rows already present are skipped."""
+    with _open(args) as mem:
+        summary = mem.import_json(args.input, namespace=args.namespace, progress=True)
+        _wait_for_embeddings(mem)
+    print(
+        f"imported {summary['events_added']} event(s) and {summary['sessions_added']} session(s)"
+        f" into {', '.join(summary['namespaces']) or '(nothing new)'}; "
+        f"skipped {summary['events_skipped']} event(s) already present"
+        + (f"; redacted {summary['redacted']} secret(s)" if summary["redacted"] else "")
+    )
+    return 0
+
+
+# -- memory sync -----------------------------------------------------------------------------
+def cmd_memory_sync(args: argparse.Namespace) -> int:
+    """Sync an AGENTS.md file into the store (changed sections only)."""
+    with _open(args) as mem:
+        result = mem.sync_agents_md(args.file, namespace=args.namespace)
+        _wait_for_embeddings(mem)
+    print(str(result))
+    for label, keys in (("added", result.added), ("updated", result.updated)):
+        for key in keys:
+            print(f"  {label}: {key}")
+    for key in result.removed:
+        print(f"  removed: {key}")
+    return 0
+
+
+# -- health ------------------------------------------------------------------------------------
+def cmd_health(args: argparse.Namespace) -> int:
+    """Check that the store opens, the model loads, and how many embeddings are pending."""
+    healthy = True
+    lines: list[tuple[str, str, str]] = []
+    mem = None
+    try:
+        mem = _open(args, read_only=True)
+        status = mem.status()
+        namespaces = status["counts"]["namespace"].nunique() if status["events"] else 0
+        lines.append(
+            (
+                "store",
+                "ok",
+                f"{mem.path} (schema {status['schema_version']}, {status['events']} events "
+                f"in {namespaces} namespace(s))",
+            )
+        )
+    except NbMemoryError as exc:
+        healthy = False
+        lines.append(("store", "FAIL", str(exc)))
+    if mem is not None:
+        try:
+            with mem:
+                vectors = mem.embedder.embed(["nbmemory health check"])
+                lines.append(("model", "ok", f"{mem.model_name} ({vectors.shape[1]}-d)"))
+                flag = "ok" if not status["failed"] else "WARN"
+                lines.append(
+                    (
+                        "embeddings",
+                        flag,
+                        f"{status['embedded']} embedded, {status['pending']} pending (backlog), "
+                        f"{status['failed']} failed",
+                    )
+                )
+        except NbMemoryError as exc:
+            healthy = False
+            lines.append(("model", "FAIL", str(exc)))
+    for component, state, detail in lines:
+        print(f"{component:<11}{state:<6}{detail}")
+    return 0 if healthy else 1
+
+
+def add_commands(sub: Any) -> None:
+    """Register ``state``, ``memory`` and ``health`` on the ``nbmemory`` parser."""
+    state = sub.add_parser("state", help="sessions: list, cleanup, delete, export, import")
+    state_sub = state.add_subparsers(dest="state_command", metavar="ACTION", required=True)
+
+    listing = state_sub.add_parser("list", help="list sessions")
+    _common(listing)
+    listing.add_argument("--user", default=None, help="only this user_id")
+    listing.add_argument(
+        "--with-untracked",
+        action="store_true",
+        help="also session ids that only appear on events (never started)",
+    )
+    listing.add_argument("--json", action="store_true", help="print JSON records")
+    listing.set_defaults(func=cmd_state_list)
+
+    cleanup = state_sub.add_parser("cleanup", help="delete expired sessions and old audit rows")
+    _common(cleanup)
+    cleanup.add_argument("--dry-run", action="store_true", help="list what would go, delete none")
+    cleanup.set_defaults(func=cmd_state_cleanup)
+
+    delete = state_sub.add_parser("delete", help="delete one session")
+    _common(delete)
+    delete.add_argument("--session-id", required=True)
+    delete.add_argument("--with-events", action="store_true", help="delete its memories too")
+    delete.set_defaults(func=cmd_state_delete)
+
+    export = state_sub.add_parser("export", help="export a session or namespace to JSON")
+    _common(export)
+    export.add_argument("--output", required=True, help="JSON file to write")
+    export.add_argument("--session-id", default=None, help="only this session")
+    export.set_defaults(func=cmd_state_export)
+
+    importer = state_sub.add_parser("import", help="import a JSON export")
+    _common(importer)
+    importer.add_argument("--input", required=True, help="JSON file made by export")
+    importer.set_defaults(func=cmd_state_import)
+
+    memory = sub.add_parser("memory", help="AGENTS.md memory")
+    memory_sub = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+    sync = memory_sub.add_parser("sync", help="re-embed the changed sections of AGENTS.md")
+    _common(sync)
+    sync.add_argument("--file", default="AGENTS.md", help="the file (default ./AGENTS.md)")
+    sync.set_defaults(func=cmd_memory_sync)
+
+    health = sub.add_parser("health", help="store opens, model loads, embedding backlog")
+    _common(health, namespace=False)
+    health.set_defaults(func=cmd_health)

@@ -1,0 +1,319 @@
+"""Memory consolidation: old conversation compressed into summaries and facts.
+
+Every ``consolidation_interval_hours`` (6) in a background thread
+(:meth:`Consolidation.start_consolidation`), or on demand
+(:meth:`Consolidation.consolidate`), the unconsolidated messages of each
+session older than that interval are cut into chunks and handed to a
+*summarizer* (:mod:`nbmemory.longterm.summarizer`).
+
+For each chunk the summary is stored as an event (``kind="summary"``, high
+importance, so the salience strategy of ``get_context`` brings it back), its
+facts are upserted (source ``"consolidation"``), and the originals are marked
+``consolidated_at``, all in one transaction.  A summarizer that raises or
+returns nothing usable leaves every event of that chunk unconsolidated for the
+next run.  The originals are never deleted: they stay searchable.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import Core
+from ..errors import InvalidInput
+from ..events import build_row
+from ..validation import check_limit, check_name, check_unit_interval, to_utc, utcnow
+from .summarizer import Summarizer, extractive_summary, to_summary
+
+log = logging.getLogger(__name__)
+
+#: Columns of each event handed to a summarizer.
+SUMMARIZER_FIELDS = ("id", "session_id", "role", "content", "created_at", "tool_name", "kind")
+
+
+class _Deferred(Exception):
+    """The chunk could not be stored as read; it stays unconsolidated for the next run."""
+
+
+@dataclass
+class ConsolidationReport:
+    """What one consolidation run did."""
+
+    started_at: dt.datetime
+    cutoff: dt.datetime
+    sessions: list[str] = field(default_factory=list)
+    summary_ids: list[str] = field(default_factory=list)
+    consolidated: int = 0
+    facts: int = 0
+    failures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def __repr__(self) -> str:
+        failed = f", {len(self.failures)} failed session(s)" if self.failures else ""
+        return (
+            f"<ConsolidationReport {self.consolidated} events -> {len(self.summary_ids)} "
+            f"summaries, {self.facts} facts, {len(self.sessions)} sessions{failed}>"
+        )
+
+
+class Consolidator:
+    """The background thread: runs ``job`` every ``interval`` seconds or when woken.
+
+    A daemon thread waiting on an event, so :meth:`stop` returns at once when idle
+    and interpreter exit never waits for it.
+    """
+
+    def __init__(self, job: Callable[[threading.Event], ConsolidationReport], interval: float):
+        self.job = job
+        self.interval = interval
+        self.runs = 0
+        self.last_report: ConsolidationReport | None = None
+        self.last_error: str | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._done = threading.Condition()
+        self._thread = threading.Thread(
+            target=self._loop, name="nbmemory-consolidation", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def trigger(self) -> int:
+        """Run as soon as possible; returns the run count to pass to :meth:`wait_for_run`."""
+        with self._done:
+            target = self.runs + 1
+        self._wake.set()
+        return target
+
+    def wait_for_run(self, count: int, timeout: float | None = None) -> bool:
+        """Wait until ``count`` runs have finished; False on timeout or when stopped."""
+        with self._done:
+            return (
+                self._done.wait_for(lambda: self.runs >= count or self._stop.is_set(), timeout)
+                and self.runs >= count
+            )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop after the chunk in hand (a run in progress checks between chunks)."""
+        self._stop.set()
+        self._wake.set()
+        with self._done:
+            self._done.notify_all()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            if self._stop.is_set():
+                return
+            self._wake.clear()
+            try:
+                self.last_report = self.job(self._stop)
+                self.last_error = None
+            except Exception as exc:  # a closed store, a broken summarizer: keep going
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("nbmemory consolidation run failed: %s", self.last_error)
+            with self._done:
+                self.runs += 1
+                self._done.notify_all()
+
+
+class Consolidation:
+    """``consolidate`` now, or in the background with ``start_consolidation``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        #: The running background consolidation, if any.
+        self.consolidator: Consolidator | None = None
+
+    def consolidate(
+        self,
+        *,
+        summarizer: Summarizer | None = None,
+        older_than_hours: float | None = None,
+        now: Any = None,
+        session_id: str | None = None,
+        chunk_size: int = 50,
+        summary_importance: float = 0.9,
+        namespace: str | None = None,
+        _stop: threading.Event | None = None,
+    ) -> ConsolidationReport:
+        """Summarise the unconsolidated messages older than ``older_than_hours`` now.
+
+        ``older_than_hours`` defaults to ``consolidation_interval_hours`` (6);
+        ``summarizer`` to :func:`~nbmemory.longterm.summarizer.extractive_summary`.
+        Each session's old messages are cut into chunks of ``chunk_size``; a chunk
+        whose summarizer fails stays unconsolidated (and so do the later chunks of
+        that session, keeping order) and is retried next run.
+        """
+        summarizer = extractive_summary if summarizer is None else summarizer
+        if not callable(summarizer):
+            raise InvalidInput(f"summarizer must be callable, got {type(summarizer).__name__}")
+        hours = self.core.settings.consolidation_interval_hours
+        if older_than_hours is not None:
+            if isinstance(older_than_hours, bool) or not isinstance(older_than_hours, (int, float)):
+                raise InvalidInput(f"older_than_hours must be a number, got {older_than_hours!r}")
+            if not math.isfinite(older_than_hours) or older_than_hours < 0:
+                raise InvalidInput(f"older_than_hours must be 0 or more, got {older_than_hours!r}")
+            hours = older_than_hours
+        chunk_size = check_limit(chunk_size, "chunk_size", allow_zero=False)
+        importance = check_unit_interval(summary_importance, "summary_importance")
+        ns = self.core.ns(namespace)
+        now = utcnow() if now is None else to_utc(now, "now")
+        report = ConsolidationReport(started_at=now, cutoff=now - dt.timedelta(hours=hours))
+        if session_id is not None:
+            session_id = check_name(session_id, "session_id")
+        sessions = self.core.store.events.unconsolidated_sessions(ns, report.cutoff, session_id)
+        for session in sessions:
+            if _stop is not None and _stop.is_set():
+                break
+            job = _Job(self.core, ns, session, summarizer, report, importance, now)
+            job.run(chunk_size, _stop)
+        return report
+
+    # -- background ------------------------------------------------------------------------
+    def start_consolidation(
+        self,
+        *,
+        summarizer: Summarizer | None = None,
+        interval_hours: float | None = None,
+        older_than_hours: float | None = None,
+        namespace: str | None = None,
+    ) -> Consolidator:
+        """Consolidate in a background thread every ``interval_hours`` (default 6).
+
+        The first run happens after one interval (``.trigger()`` runs one now).  The
+        thread stops with :meth:`stop_consolidation` or ``mem.close()``.  A store
+        starts one with the default summarizer when it opens (unless
+        ``Settings.background_consolidation`` is false); calling this again replaces
+        it, e.g. with an LLM summarizer.
+        """
+        settings = self.core.settings
+        hours = settings.consolidation_interval_hours if interval_hours is None else interval_hours
+        if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not hours > 0:
+            raise InvalidInput(f"interval_hours must be a positive number, got {hours!r}")
+        if summarizer is not None and not callable(summarizer):
+            raise InvalidInput(f"summarizer must be callable, got {type(summarizer).__name__}")
+        ns = self.core.ns(namespace)
+
+        def job(stop: threading.Event) -> ConsolidationReport:
+            return self.consolidate(
+                summarizer=summarizer, older_than_hours=older_than_hours, namespace=ns, _stop=stop
+            )
+
+        self.stop_consolidation()  # the new settings replace the running thread
+        self.consolidator = Consolidator(job, float(hours) * 3600.0)
+        return self.consolidator
+
+    def stop_consolidation(self, timeout: float = 10.0) -> bool:
+        """Stop the background consolidation; True if one was running."""
+        consolidator, self.consolidator = self.consolidator, None
+        if consolidator is None:
+            return False
+        consolidator.stop(timeout)
+        return True
+
+
+class _Job:
+    """Consolidating one session: its old messages chunk by chunk, in order."""
+
+    def __init__(
+        self,
+        core: Core,
+        namespace: str,
+        session: str,
+        summarizer: Summarizer,
+        report: ConsolidationReport,
+        importance: float,
+        now: dt.datetime,
+    ) -> None:
+        self.core, self.namespace, self.session = core, namespace, session
+        self.summarizer, self.report = summarizer, report
+        self.importance, self.now = importance, now
+        self.name = getattr(summarizer, "__name__", type(summarizer).__name__)
+
+    def run(self, chunk_size: int, stop: threading.Event | None) -> None:
+        records = self.core.store.events.unconsolidated(
+            self.namespace, self.session, self.report.cutoff, SUMMARIZER_FIELDS
+        )
+        self.report.sessions.append(self.session)
+        for start in range(0, len(records), chunk_size):
+            if stop is not None and stop.is_set():
+                return
+            if not self._chunk(records[start : start + chunk_size]):
+                return  # later chunks wait too, so summaries stay in order
+
+    def _chunk(self, chunk: list[dict[str, Any]]) -> bool:
+        try:
+            summary = to_summary(self.summarizer([dict(r) for r in chunk]))
+        except Exception as exc:
+            self.report.failures[self.session] = f"{type(exc).__name__}: {exc}"
+            log.warning("consolidation of session %r failed: %s", self.session, exc)
+            return False
+        ids = [r["id"] for r in chunk]
+        row = build_row(
+            self.core.settings,
+            session_id=self.session,
+            role="system",
+            content=summary.text,
+            namespace=self.namespace,
+            kind="summary",
+            importance=self.importance,
+            created_at=self.now,
+            metadata={
+                "source_ids": ids,
+                "first_at": chunk[0]["created_at"].isoformat(),
+                "last_at": chunk[-1]["created_at"].isoformat(),
+                "summarizer": self.name,
+            },
+        )
+        try:
+            self._store(row, summary.facts, ids)
+        except _Deferred as exc:
+            self.report.failures[self.session] = str(exc)
+            log.warning("consolidation of session %r deferred: %s", self.session, exc)
+            return False
+        self.report.summary_ids.append(row["id"])
+        self.report.consolidated += len(ids)
+        self.report.facts += len(summary.facts)
+        return True
+
+    def _store(
+        self, row: dict[str, Any], facts: list[tuple[str, str, str]], ids: list[str]
+    ) -> None:
+        """Summary, facts and the originals' ``consolidated_at`` in one transaction.
+
+        An LLM may echo what redaction would catch: the summary and the fact values
+        pass the same write path as everything else.  The count check refuses a
+        chunk someone consolidated or deleted meanwhile.
+        """
+        ns = self.namespace
+        with self.core.writer.transaction() as tx:
+            tx.events.insert([row], bulk=True)
+            for category, key, value in facts:
+                tx.facts.upsert(ns, category, key, value, "consolidation", self.now)
+            # only now, with the summary stored, are the originals marked
+            marked = tx.events.mark_consolidated(ns, ids, self.now)
+            if len(marked) != len(ids):
+                raise _Deferred(
+                    f"{len(ids) - len(marked)} of {len(ids)} events were consolidated "
+                    "or deleted meanwhile; the chunk is retried next run"
+                )
+            tx.audit(
+                "consolidate",
+                [row["id"], *ids],
+                ns,
+                {"session_id": self.session, "events": len(ids), "facts": len(facts)},
+            )

@@ -1,0 +1,147 @@
+"""Facts: small named truths an agent keeps, ``(category, key) -> value``.
+
+``set_fact`` upserts by ``(category, key)`` within a namespace.  A replaced value is
+never silently overwritten: the old value, who set it and when it was valid go to
+``fact_history`` with the time it was superseded.  Facts are embedded lazily (the
+first time a query asks for relevant facts) so ``relevant_facts`` ranks them by
+similarity like memories.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core import Core
+from ..errors import InvalidInput
+from ..validation import check_limit, check_name, check_text, check_unit_interval, utcnow
+
+#: Who may have stored a fact.
+FACT_SOURCES = ("agent", "user", "consolidation")
+
+
+def fact_text(category: str, key: str, value: str) -> str:
+    """The text a fact is embedded as."""
+    return f"{category} {key}: {value}"
+
+
+def check_fact(category: Any, key: Any, value: Any, source: Any) -> tuple[str, str, str, str]:
+    """Validated ``(category, key, value, source)``; :class:`InvalidInput` names the bad one."""
+    category = check_name(category, "category")
+    key = check_name(key, "key")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    value = check_text(value, "value", max_bytes=100_000)
+    if source not in FACT_SOURCES:
+        raise InvalidInput(f"source must be one of {', '.join(FACT_SOURCES)}, got {source!r}")
+    return category, key, value, source
+
+
+class Facts:
+    """``set_fact``, ``get_fact``, ``facts``, ``fact_history``, ``delete_fact``, ``relevant_facts``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def set_fact(
+        self,
+        category: str,
+        key: str,
+        value: str,
+        *,
+        source: str = "agent",
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """Store ``value`` under ``(category, key)``; a different old value goes to history.
+
+        ``source`` says who knows it: ``"agent"``, ``"user"`` or ``"consolidation"``.
+        Returns the fact as a dict with ``status`` created / updated / unchanged.
+        """
+        category, key, value, source = check_fact(category, key, value, source)
+        ns = self.core.ns(namespace)
+        with self.core.writer.transaction() as tx:
+            fact_id, status = tx.facts.upsert(ns, category, key, value, source, utcnow())
+            details = {"category": category, "key": key, "source": source, "status": status}
+            tx.audit("set_fact", [str(fact_id)], ns, details)
+        return {**self.get_fact(category, key, namespace=ns), "status": status}
+
+    def get_fact(self, category: str, key: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """The current fact as a dict; :class:`InvalidInput` when there is none."""
+        ns = self.core.ns(namespace)
+        row = self.core.store.facts.get(
+            ns, check_name(category, "category"), check_name(key, "key")
+        )
+        if row is None:
+            raise InvalidInput(
+                f"no fact {category!r}/{key!r} in namespace {ns!r}; see mem.facts() for what exists"
+            )
+        return row
+
+    def facts(self, category: str | None = None, *, namespace: str | None = None) -> pd.DataFrame:
+        """Current facts as a DataFrame (one category, or all), by category then key."""
+        if category is not None:
+            category = check_name(category, "category")
+        return self.core.store.facts.frame(self.core.ns(namespace), category)
+
+    def fact_history(
+        self,
+        category: str | None = None,
+        key: str | None = None,
+        *,
+        namespace: str | None = None,
+    ) -> pd.DataFrame:
+        """Replaced (or deleted) values, newest supersession first."""
+        category = None if category is None else check_name(category, "category")
+        key = None if key is None else check_name(key, "key")
+        return self.core.store.facts.history(self.core.ns(namespace), category, key)
+
+    def delete_fact(self, category: str, key: str, *, namespace: str | None = None) -> bool:
+        """Remove a fact (its last value is kept in history); True if it existed."""
+        category = check_name(category, "category")
+        key = check_name(key, "key")
+        ns = self.core.ns(namespace)
+        with self.core.writer.transaction() as tx:
+            fact_id = tx.facts.delete(ns, category, key, utcnow())
+            if fact_id is not None:
+                tx.audit("delete_fact", [str(fact_id)], ns, {"category": category, "key": key})
+        return fact_id is not None
+
+    def relevant_facts(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        threshold: float | None = None,
+        category: str | None = None,
+        namespace: str | None = None,
+    ) -> pd.DataFrame:
+        """Facts most similar to ``query`` (cosine), best first, with ``similarity``.
+
+        Facts not yet embedded by the current model are embedded first (once).
+        ``threshold`` keeps only facts with similarity >= it.
+        """
+        limit = check_limit(limit, "limit")
+        if threshold is not None:
+            threshold = check_unit_interval(threshold, "threshold", low=-1.0)
+        if category is not None:
+            category = check_name(category, "category")
+        ns = self.core.ns(namespace)
+        vector = self.core.retriever.embed_query(query)
+        self._embed_facts(ns)
+        return self.core.store.facts.similar(
+            vector, self.core.model, namespace=ns, limit=limit, threshold=threshold,
+            category=category,
+        )  # fmt: skip
+
+    def _embed_facts(self, namespace: str) -> int:
+        """Embed the namespace's facts that have no vector from the current model."""
+        rows = self.core.store.facts.unembedded(namespace, self.core.model)
+        if not rows:
+            return 0
+        texts = [fact_text(r[1], r[2], r[3]) for r in rows]
+        vectors = np.asarray(self.core.embedder.embed(texts), dtype=np.float32)
+        with self.core.writer.transaction() as tx:
+            tx.facts.write_vectors([r[0] for r in rows], vectors, self.core.model)
+        return len(rows)

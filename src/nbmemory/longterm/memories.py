@@ -1,0 +1,417 @@
+"""The Astreus memory API: ``add_memory``, ``search_memories``, ``update_memory`` ...
+
+A *memory* is an event with ``kind="memory"`` (what ``add_memory`` and
+``remember_conversation`` write) or ``kind="summary"`` (what consolidation writes).
+Conversation messages (``kind="message"``) are not memories: the Astreus methods
+never list, change or delete them.  Memories added without a session go to the
+session :data:`DEFAULT_MEMORY_SESSION` (``"memories"``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core import Core
+from ..errors import InvalidInput, MemoryNotFound
+from ..events import Event, build_row
+from ..validation import (
+    check_limit,
+    check_name,
+    check_text,
+    check_unit_interval,
+    date_range,
+    dump_metadata,
+    parse_metadata,
+)
+
+#: Event kinds the memory methods work on.
+MEMORY_KINDS = ("memory", "summary")
+#: Session of memories added without ``session_id`` (the Astreus scope is optional).
+DEFAULT_MEMORY_SESSION = "memories"
+
+#: Keys accepted in ``filters=`` (the Astreus camelCase spellings are accepted too).
+SCOPE_KEYS = ("session_id", "graph_id", "task_id", "namespace", "kind", "role")
+_ALIASES = {"sessionId": "session_id", "graphId": "graph_id", "taskId": "task_id"}
+
+#: Columns of the DataFrames the memory methods return (similarity searches add
+#: ``similarity`` and ``distance_score``).
+MEMORY_COLUMNS = [
+    "id",
+    "content",
+    "metadata",
+    "session_id",
+    "graph_id",
+    "task_id",
+    "namespace",
+    "kind",
+    "role",
+    "importance",
+    "created_at",
+    "updated_at",
+    "embedding_model",
+    "embedding_error",
+]
+
+_ORDER_BY = {
+    "created_at": "created_at {o}, id {o}",
+    "createdAt": "created_at {o}, id {o}",
+    "updated_at": "updated_at {o}, id {o}",
+    "updatedAt": "updated_at {o}, id {o}",
+    # without a query, a memory's relevance is its importance (salience)
+    "relevance": "importance {o}, created_at {o}, id {o}",
+}
+_METRICS = ("cosine", "distance")
+
+
+class Memories:
+    """The Astreus methods over events of kind ``memory`` and ``summary``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    # -- writing -------------------------------------------------------------------------
+    def add_memory(
+        self,
+        content: str,
+        metadata: dict[str, Any] | None = None,
+        *,
+        graph_id: str | None = None,
+        task_id: str | None = None,
+        session_id: str | None = None,
+        importance: float | None = None,
+        role: str = "user",
+        namespace: str | None = None,
+    ) -> Event:
+        """Store ``content`` as a memory (``kind="memory"``) and queue its embedding.
+
+        ``graph_id`` / ``task_id`` / ``session_id`` are the optional isolation scope;
+        every search and list can filter on them.  Without ``session_id`` the memory
+        goes to the session ``"memories"``.  Returns the stored memory.
+        """
+        row = build_row(
+            self.core.settings,
+            session_id=DEFAULT_MEMORY_SESSION if session_id is None else session_id,
+            role=role,
+            content=content,
+            namespace=self.core.ns(namespace),
+            kind="memory",
+            metadata=metadata,
+            importance=importance,
+            graph_id=graph_id,
+            task_id=task_id,
+        )
+        (record,) = self.core.writer.add_events([row])
+        return Event.from_record(record)
+
+    def remember_conversation(
+        self,
+        content: str,
+        role: str,
+        *,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        importance: float | None = None,
+        namespace: str | None = None,
+    ) -> Event:
+        """Store one turn of a conversation as a memory with its role.
+
+        The importance defaults by role (user 0.5, assistant 0.5, tool 0.3, system
+        0.1); ``metadata`` gets ``{"type": "conversation"}`` unless it says otherwise.
+        """
+        extra = {"type": "conversation"}
+        if metadata is not None:
+            if not isinstance(metadata, Mapping):
+                raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}")
+            extra.update(metadata)
+        return self.add_memory(
+            content, extra, session_id=session_id, importance=importance, role=role,
+            namespace=namespace,
+        )  # fmt: skip
+
+    # -- reading -------------------------------------------------------------------------
+    def get_memory(self, id: str, *, namespace: str | None = None) -> Event:
+        """One memory by id; :class:`MemoryNotFound` when there is none in the namespace."""
+        ns = self.core.ns(namespace)
+        record = self.core.store.events.get(check_name(id, "id"), ns, kinds=MEMORY_KINDS)
+        if record is None:
+            raise MemoryNotFound(id, ns)
+        return Event.from_record(record)
+
+    def search_memories(
+        self,
+        text: str,
+        *,
+        limit: int = 10,
+        offset: int = 0,
+        start_date: Any = None,
+        end_date: Any = None,
+        filters: dict[str, Any] | None = None,
+        similarity_threshold: float | None = None,
+        use_embedding: bool = True,
+        namespace: str | None = None,
+    ) -> pd.DataFrame:
+        """Memories matching ``text``, best first.
+
+        Semantic by default: ranked by cosine similarity to ``text`` (only memories
+        whose vector is written are ranked; ``flush`` waits for pending ones),
+        optionally cut at ``similarity_threshold``.  ``use_embedding=False`` is a
+        case-insensitive substring match instead, newest first.  ``offset`` pages.
+        """
+        text = check_text(text, "text")
+        limit = check_limit(limit, "limit")
+        offset = check_limit(offset, "offset")
+        if not isinstance(use_embedding, bool):
+            raise InvalidInput(f"use_embedding must be True or False, got {use_embedding!r}")
+        ns, where = self._scope(filters, namespace)
+        since, until = date_range(start_date, end_date, ("start_date", "end_date"))
+        if not use_embedding:
+            frame = self.core.store.events.containing(
+                text, namespace=ns, filters=where, since=since, until=until, limit=limit,
+                offset=offset,
+            )  # fmt: skip
+            return _memory_frame(frame)
+        threshold = None
+        if similarity_threshold is not None:
+            threshold = check_unit_interval(similarity_threshold, "similarity_threshold", low=-1)
+        return self._ranked(text, ns, where, since, until, limit, offset, threshold, "cosine")
+
+    def search_memories_by_similarity(
+        self,
+        query: str,
+        *,
+        similarity_threshold: float | None = None,
+        limit: int = 10,
+        filters: dict[str, Any] | None = None,
+        metric: str = "cosine",
+        start_date: Any = None,
+        end_date: Any = None,
+        namespace: str | None = None,
+    ) -> pd.DataFrame:
+        """Memories with similarity >= ``similarity_threshold`` (0.7), best first.
+
+        Exact: every stored vector of the scope is scored in SQL, so this is the true
+        global top-``limit``, not an approximation.  Each row carries ``similarity``
+        (cosine) and ``distance_score`` = 1 / (1 + euclidean distance), the Astreus
+        API's two scores; ``metric="distance"`` applies the threshold and ranking to
+        the latter.  ``filters`` (session_id, graph_id, task_id, namespace) are honoured.
+        """
+        if metric not in _METRICS:
+            raise InvalidInput(f"metric must be one of {', '.join(_METRICS)}, got {metric!r}")
+        if similarity_threshold is None:
+            similarity_threshold = self.core.settings.similarity_threshold
+        threshold = check_unit_interval(similarity_threshold, "similarity_threshold", low=-1)
+        limit = check_limit(limit, "limit")
+        ns, where = self._scope(filters, namespace)
+        since, until = date_range(start_date, end_date, ("start_date", "end_date"))
+        return self._ranked(query, ns, where, since, until, limit, 0, threshold, metric)
+
+    def list_memories(
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        order_by: str = "created_at",
+        order: str = "desc",
+        start_date: Any = None,
+        end_date: Any = None,
+        filters: dict[str, Any] | None = None,
+        namespace: str | None = None,
+    ) -> pd.DataFrame:
+        """Memories of the scope, ordered by ``created_at``, ``updated_at`` or ``relevance``.
+
+        Without a query, ``relevance`` orders by importance (then time).  ``order`` is
+        ``"desc"`` (default) or ``"asc"``; ``limit`` (100) and ``offset`` page.
+        """
+        limit = check_limit(limit, "limit")
+        offset = check_limit(offset, "offset")
+        if order_by not in _ORDER_BY:
+            raise InvalidInput(
+                f"order_by must be created_at, updated_at or relevance, got {order_by!r}"
+            )
+        if not isinstance(order, str) or order.lower() not in ("asc", "desc"):
+            raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}")
+        ns, where = self._scope(filters, namespace)
+        since, until = date_range(start_date, end_date, ("start_date", "end_date"))
+        frame = self.core.store.events.frame(
+            namespace=ns, filters=where, since=since, until=until,
+            order=_ORDER_BY[order_by].format(o=order.upper()), limit=limit, offset=offset,
+        )  # fmt: skip
+        return _memory_frame(frame)
+
+    # -- changing ------------------------------------------------------------------------
+    def update_memory(
+        self,
+        id: str,
+        *,
+        content: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        namespace: str | None = None,
+    ) -> Event:
+        """Change a memory's content and/or metadata (metadata is replaced whole).
+
+        Changed content loses its vector and is queued for embedding again, so
+        similarity search never ranks new text by the old vector.
+        """
+        id = check_name(id, "id")
+        ns = self.core.ns(namespace)
+        if content is None and metadata is None:
+            raise InvalidInput("update_memory: nothing to change; pass content= and/or metadata=")
+        if content is not None:
+            content = check_text(content, "content", max_bytes=self.core.settings.max_content_bytes)
+        meta_json = dump_metadata(metadata) if metadata is not None else None
+        with self.core.writer.transaction() as tx:
+            record = tx.events.get(id, ns, kinds=MEMORY_KINDS)
+            if record is None:
+                raise MemoryNotFound(id, ns)
+            fields = []
+            if content is not None and self.core.redact(content)[0] != record["content"]:
+                fields.append("content")  # stored redacted, and so counted, by the table
+            else:
+                content = None  # the same text: its vector stays
+            if metadata is not None:
+                fields.append("metadata")
+            if not tx.events.update_text(
+                id, ns, now=self.core.clock(), content=content, metadata=meta_json
+            ):
+                raise MemoryNotFound(id, ns)  # deleted meanwhile
+            tx.audit("update_memory", [id], ns, {"fields": fields})
+        return self.get_memory(id, namespace=ns)
+
+    def delete_memory(self, id: str, *, namespace: str | None = None) -> bool:
+        """Delete one memory; True if it existed."""
+        id = check_name(id, "id")
+        ns = self.core.ns(namespace)
+        with self.core.writer.transaction() as tx:
+            deleted = tx.events.delete([id], namespace=ns, kinds=MEMORY_KINDS)
+            if deleted:
+                tx.audit("delete_memory", deleted, ns)
+        return bool(deleted)
+
+    def clear_memories(
+        self, filters: dict[str, Any] | None = None, *, namespace: str | None = None
+    ) -> int:
+        """Delete every memory of the scope (all of the namespace without ``filters``).
+
+        Conversation messages are never touched.  Returns how many were deleted.
+        """
+        ns, where = self._scope(filters, namespace)
+        with self.core.writer.transaction() as tx:
+            ids = tx.events.delete(namespace=ns, filters=where)
+            if ids:
+                details = {k: v for k, v in where.items() if k != "kind"}
+                tx.audit("clear_memories", ids, ns, {"count": len(ids), "filters": details})
+        return len(ids)
+
+    def generate_embedding_for_memory(
+        self, id: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        """Embed one memory now (migration/repair); the Astreus result dict.
+
+        ``{"success": True, "message": "Embedding generated successfully",
+        "embedding": [...]}``, or ``success`` False with "Memory not found",
+        "Memory already has embedding" (by the current model) or "Failed to
+        generate embedding" (``error`` then says why).
+        """
+        id = check_name(id, "id")
+        ns = self.core.ns(namespace)
+        record = self.core.store.events.get(id, ns, kinds=MEMORY_KINDS)
+        if record is None:
+            return {"success": False, "message": "Memory not found"}
+        if record["has_embedding"] and record["embedding_model"] == self.core.model:
+            return {"success": False, "message": "Memory already has embedding"}
+        try:
+            vectors = np.asarray(self.core.embedder.embed([record["content"]]), dtype=np.float32)
+            if vectors.shape[0] != 1 or not np.isfinite(vectors).all() or not vectors.any():
+                raise ValueError(f"unusable vector of shape {vectors.shape}")
+            with self.core.writer.transaction() as tx:
+                tx.vectors.write_vectors([id], vectors, self.core.model, [record["content"]])
+                tx.audit("generate_embedding", [id], ns, {"model": self.core.model})
+        except Exception as exc:
+            return {
+                "success": False,
+                "message": "Failed to generate embedding",
+                "error": f"{type(exc).__name__}: {exc}",
+            }
+        return {
+            "success": True,
+            "message": "Embedding generated successfully",
+            "embedding": vectors[0].tolist(),
+        }
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _scope(
+        self, filters: dict[str, Any] | None, namespace: str | None
+    ) -> tuple[str, dict[str, Any]]:
+        """The namespace and the equality filters of a memory query, validated."""
+        if filters is None:
+            filters = {}
+        if not isinstance(filters, Mapping):
+            raise InvalidInput(
+                f"filters must be a dict like {{'session_id': 's1'}}, got {type(filters).__name__}"
+            )
+        where: dict[str, Any] = {}
+        for raw_key, value in filters.items():
+            key = _ALIASES.get(raw_key, raw_key)
+            if key not in SCOPE_KEYS:
+                raise InvalidInput(
+                    f"cannot filter memories on {raw_key!r}; use {', '.join(SCOPE_KEYS)}"
+                )
+            if key in where or (key == "namespace" and namespace is not None):
+                raise InvalidInput(f"filter {key!r} given twice")
+            where[key] = _scope_value(key, value)
+        if "namespace" in where:
+            ns_value = where.pop("namespace")
+            if not isinstance(ns_value, str):
+                raise InvalidInput("the namespace filter takes one name")
+            namespace = ns_value
+        kinds = where.get("kind", list(MEMORY_KINDS))
+        for kind in [kinds] if isinstance(kinds, str) else kinds:
+            if kind not in MEMORY_KINDS:
+                raise InvalidInput(
+                    f"memories are of kind {' or '.join(MEMORY_KINDS)}, not {kind!r}"
+                )
+        where["kind"] = kinds
+        return self.core.ns(namespace), where
+
+    def _ranked(
+        self,
+        query: str,
+        namespace: str,
+        where: dict[str, Any],
+        since: dt.datetime | None,
+        until: dt.datetime | None,
+        limit: int,
+        offset: int,
+        threshold: float | None,
+        metric: str,
+    ) -> pd.DataFrame:
+        """Exact top-k of the scope by cosine (or distance score), in SQL."""
+        frame = self.core.store.vectors.similar(
+            self.core.retriever.embed_query(query), self.core.model, limit=limit,
+            namespace=namespace, threshold=threshold, filters=where, since=since, until=until,
+            offset=offset, rank_by="similarity" if metric == "cosine" else "distance_score",
+        )  # fmt: skip
+        frame = _memory_frame(frame, extra=["similarity", "distance_score"])
+        frame.attrs.update(query=query, threshold=threshold, metric=metric)
+        return frame
+
+
+def _memory_frame(frame: pd.DataFrame, extra: list[str] | tuple[str, ...] = ()) -> pd.DataFrame:
+    frame = frame.reindex(columns=[*MEMORY_COLUMNS, *extra])
+    frame["metadata"] = [parse_metadata(m) for m in frame["metadata"]]
+    return frame
+
+
+def _scope_value(key: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return check_name(value, key)
+    if isinstance(value, (list, tuple, set, frozenset)) and value:
+        return [check_name(v, key) for v in value]
+    raise InvalidInput(f"filter {key!r} takes a string or a list of strings, got {value!r}")

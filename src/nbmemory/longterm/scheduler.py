@@ -1,0 +1,192 @@
+"""Scheduled tasks: prompts an agent runs on a schedule (cron or plain English).
+
+Nothing runs by itself: an agent or notebook calls :meth:`Scheduler.run_due`
+(with an injectable ``now``), which fires each due task once per due time, even
+when called twice or from two threads (the row is claimed by a conditional
+update first, so delivery is at most once).  Missed due times are coalesced into
+one firing, and a one-shot task deletes itself when it fires.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from ..core import Core
+from ..errors import InvalidInput
+from ..events import new_id
+from ..validation import check_name, check_text, to_utc, utcnow
+from .schedules import next_run, parse_schedule
+
+log = logging.getLogger(__name__)
+
+TASK_SOURCES = ("tool", "config")
+
+
+class Scheduler:
+    """Create, list, pause, resume, delete and fire scheduled tasks."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def schedule_task(
+        self,
+        name: str,
+        schedule: str,
+        prompt: str,
+        *,
+        trusted: bool = False,
+        source: str = "tool",
+        now: Any = None,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """Create a task that runs ``prompt`` on ``schedule`` (cron or English); returns it.
+
+        ``trusted`` tasks skip terminal approval; the flag is stored and reported
+        as ``is_trusted``.  ``source`` is ``"tool"`` or ``"config"``.
+        """
+        name = check_name(name, "name")
+        prompt = check_text(prompt, "prompt", max_bytes=self.core.settings.max_content_bytes)
+        if not isinstance(trusted, bool):
+            raise InvalidInput(f"trusted must be True or False, got {trusted!r}")
+        if source not in TASK_SOURCES:
+            raise InvalidInput(f"source must be one of {', '.join(TASK_SOURCES)}, got {source!r}")
+        ns = self.core.ns(namespace)
+        now = _now(now)
+        parsed = parse_schedule(schedule, now)
+        task = {
+            "id": new_id(),
+            "namespace": ns,
+            "name": name,
+            "cron_expr": parsed.cron_expr,
+            "original_schedule": parsed.original,
+            "prompt": prompt,
+            "source": source,
+            "is_oneshot": parsed.is_oneshot,
+            "is_paused": False,
+            "is_trusted": trusted,
+            "next_run_at": parsed.next_run_at,
+            "last_run_at": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+        with self.core.writer.transaction() as tx:
+            tx.tasks.add(task)
+            tx.audit(
+                "schedule_task",
+                [task["id"]],
+                ns,
+                {"name": name, "cron": parsed.cron_expr, "oneshot": parsed.is_oneshot},
+            )
+        return self.get_task(task["id"], namespace=ns)
+
+    def get_task(self, task_id: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """One scheduled task as a dict; :class:`InvalidInput` when there is none."""
+        ns = self.core.ns(namespace)
+        task = self.core.store.tasks.get(check_name(task_id, "task_id"), ns)
+        if task is None:
+            raise InvalidInput(
+                f"no scheduled task with id {task_id!r} in namespace {ns!r}; "
+                "see mem.scheduled_tasks()"
+            )
+        return task
+
+    def scheduled_tasks(self, *, namespace: str | None = None) -> pd.DataFrame:
+        """Every task of the namespace, next to run first."""
+        return self.core.store.tasks.frame(self.core.ns(namespace))
+
+    def pause_task(self, task_id: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """Stop a task from firing until :meth:`resume_task`."""
+        return self._set_paused(task_id, True, None, namespace)
+
+    def resume_task(
+        self, task_id: str, *, now: Any = None, namespace: str | None = None
+    ) -> dict[str, Any]:
+        """Let a paused task fire again; a recurring one restarts from ``now`` (no burst
+        of missed runs), a one-shot keeps its time (fires at once if it is past)."""
+        return self._set_paused(task_id, False, _now(now), namespace)
+
+    def _set_paused(
+        self, task_id: str, paused: bool, now: dt.datetime | None, namespace: str | None
+    ) -> dict[str, Any]:
+        ns = self.core.ns(namespace)
+        task = self.get_task(task_id, namespace=ns)
+        next_at = task["next_run_at"]
+        if now is not None and task["is_paused"] and not task["is_oneshot"]:
+            next_at = next_run(task["cron_expr"], now)
+        with self.core.writer.transaction() as tx:
+            tx.tasks.set_paused(task["id"], ns, paused, next_at, utcnow())
+            tx.audit("pause_task" if paused else "resume_task", [task["id"]], ns)
+        return self.get_task(task["id"], namespace=ns)
+
+    def delete_task(self, task_id: str, *, namespace: str | None = None) -> bool:
+        """Remove a task; True if it existed."""
+        ns = self.core.ns(namespace)
+        task_id = check_name(task_id, "task_id")
+        with self.core.writer.transaction() as tx:
+            deleted = tx.tasks.delete(task_id, ns)
+            if deleted:
+                tx.audit("delete_task", [task_id], ns)
+        return deleted
+
+    def due_tasks(self, now: Any = None, *, namespace: str | None = None) -> pd.DataFrame:
+        """Unpaused tasks whose ``next_run_at`` is at or before ``now`` (default: the clock)."""
+        return self.core.store.tasks.frame(self.core.ns(namespace), due_by=_now(now))
+
+    def run_due(
+        self,
+        callback: Callable[[dict[str, Any]], Any],
+        now: Any = None,
+        *,
+        namespace: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Fire every due task once: ``callback(task)`` per task; returns what happened.
+
+        Each task is claimed before its callback runs (its ``next_run_at`` moves to
+        the next cron time after ``now``, or a one-shot row is deleted), so calling
+        this twice for the same due time fires nothing the second time.  A callback
+        that raises does not stop the others; its error is in the result's ``error``.
+        """
+        if not callable(callback):
+            raise InvalidInput(f"callback must be callable, got {type(callback).__name__}")
+        ns = self.core.ns(namespace)
+        now = _now(now)
+        fired: list[dict[str, Any]] = []
+        for task in self.due_tasks(now, namespace=ns).to_dict(orient="records"):
+            due_at = pd.Timestamp(task["next_run_at"]).to_pydatetime()
+            following = None if task["is_oneshot"] else next_run(task["cron_expr"], now)
+            with self.core.writer.transaction() as tx:
+                claimed = tx.tasks.claim(task["id"], due_at, next_run_at=following, now=now)
+                if claimed:
+                    tx.audit("run_task", [task["id"]], ns, {"due_at": due_at.isoformat()})
+            if not claimed:
+                continue  # fired by another caller meanwhile
+            fired.append(_fire(callback, {**task, "due_at": due_at, "fired_at": now}))
+        return fired
+
+
+def _fire(callback: Callable[[dict[str, Any]], Any], task: dict[str, Any]) -> dict[str, Any]:
+    outcome: dict[str, Any] = {
+        "id": task["id"],
+        "name": task["name"],
+        "prompt": task["prompt"],
+        "is_trusted": bool(task["is_trusted"]),
+        "due_at": task["due_at"],
+        "fired_at": task["fired_at"],
+        "result": None,
+        "error": None,
+    }
+    try:
+        outcome["result"] = callback(task)
+    except Exception as exc:
+        log.exception("scheduled task %s (%s) failed", task["name"], task["id"])
+        outcome["error"] = f"{type(exc).__name__}: {exc}"
+    return outcome
+
+
+def _now(now: Any) -> dt.datetime:
+    return utcnow() if now is None else to_utc(now, "now")

@@ -1,0 +1,197 @@
+"""Summarizers: what turns a chunk of old conversation into a summary and facts.
+
+A summarizer is any callable taking the chunk's events (a list of dicts) and
+returning the summary text, a ``{"summary": ..., "facts": [...]}`` dict or a
+:class:`Summary`.  An LLM client wrapped in a function is a summarizer; the
+default, :func:`extractive_summary`, works offline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .facts import check_fact
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+_STOP = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "your",
+        "with",
+        "this",
+        "that",
+        "have",
+        "has",
+        "had",
+        "was",
+        "were",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "how",
+        "all",
+        "any",
+        "our",
+        "out",
+        "his",
+        "her",
+        "its",
+        "they",
+        "them",
+        "their",
+        "there",
+        "then",
+        "than",
+        "from",
+        "into",
+        "about",
+        "just",
+        "like",
+        "also",
+        "very",
+        "been",
+        "being",
+        "some",
+    ]
+)
+_ROLE_WEIGHT = {"user": 1.0, "assistant": 0.8, "tool": 0.5, "system": 0.3}
+_END = r"(?=[.,;!?]|\s+(?:and|but|because|so)\b|$)"
+_FACT_PATTERNS = [
+    (re.compile(r"\b(?i:my name is) ([A-Z][\w'-]*(?: [A-Z][\w'-]*)?)"), "user", "name"),
+    (re.compile(r"\bI(?: am|'m) called ([A-Z][\w'-]*)"), "user", "name"),
+    (
+        re.compile(rf"\bI (?:live|am based|'m based) in ([A-Z][\w .'-]{{1,60}}?){_END}"),
+        "user",
+        "location",
+    ),
+    (re.compile(rf"\bI work (?:at|for) ([A-Z][\w&.' -]{{1,60}}?){_END}"), "user", "employer"),
+]
+_LIKES = re.compile(
+    rf"\bI (?:really |also )?(love|like|prefer|enjoy|hate|dislike) ([\w#+.' -]{{2,60}}?){_END}",
+    re.IGNORECASE,
+)
+_FAVOURITE = re.compile(rf"\bmy favou?rite ([\w ]{{2,30}}?) is ([\w#+.' -]{{1,60}}?){_END}", re.I)
+
+
+@dataclass
+class Summary:
+    """What a summarizer returns: the summary text and facts ``(category, key, value)``."""
+
+    text: str
+    facts: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+Summarizer = Callable[[list[dict[str, Any]]], Any]
+
+
+def extractive_summary(events: list[dict[str, Any]], *, max_sentences: int = 5) -> Summary:
+    """The offline default summarizer: the chunk's most central sentences, plus facts.
+
+    Sentences are scored by how many of the chunk's frequent words they carry
+    (normalised by length, weighted by role) and the best ``max_sentences`` are kept
+    in conversation order.  Facts come from simple first-person patterns in the
+    user's messages ("my name is ...", "I live in ...", "I love ...").
+    """
+    sentences: list[tuple[int, str, str, list[str]]] = []
+    for event in events:
+        for part in _SENTENCE.split(event.get("content") or ""):
+            part = part.strip()
+            if part:
+                words = [w.lower() for w in _WORD.findall(part) if w.lower() not in _STOP]
+                sentences.append((len(sentences), event.get("role") or "user", part, words))
+    if not sentences:
+        raise ValueError("nothing to summarise: the events have no text")
+    freq = Counter(w for _, _, _, words in sentences for w in set(words))
+
+    def score(item: tuple[int, str, str, list[str]]) -> float:
+        _, role, _, words = item
+        if not words:
+            return 0.0
+        return (
+            _ROLE_WEIGHT.get(role, 0.5) * sum(freq[w] for w in set(words)) / math.sqrt(len(words))
+        )
+
+    best = sorted(sentences, key=lambda s: (-score(s), s[0]))[:max_sentences]
+    first, last = events[0].get("created_at"), events[-1].get("created_at")
+    span = ""
+    if isinstance(first, dt.datetime) and isinstance(last, dt.datetime):
+        span = f" ({first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M})"
+    lines = [f"Summary of {len(events)} events{span}:"]
+    lines += [f"- {role}: {text}" for _, role, text, _ in sorted(best)]
+    return Summary("\n".join(lines), extract_facts(events))
+
+
+def extract_facts(events: Iterable[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """First-person facts stated in user messages, last statement wins."""
+    found: dict[tuple[str, str], str] = {}
+    for event in events:
+        if event.get("role") != "user" or not event.get("content"):
+            continue
+        text = event["content"]
+        for pattern, category, key in _FACT_PATTERNS:
+            for match in pattern.finditer(text):
+                found[(category, key)] = match.group(1).strip()
+        for match in _LIKES.finditer(text):
+            verb, thing = match.group(1).lower(), match.group(2).strip()
+            found[("preference", thing.lower()[:60])] = f"{verb}s {thing}"
+        for match in _FAVOURITE.finditer(text):
+            found[("preference", f"favourite {match.group(1).strip().lower()}")] = match.group(
+                2
+            ).strip()
+    return [(category, key, value) for (category, key), value in found.items()]
+
+
+def to_summary(result: Any) -> Summary:
+    """A summarizer's return value as a validated :class:`Summary` (or a ValueError)."""
+    if isinstance(result, Summary):
+        summary = result
+    elif isinstance(result, str):
+        summary = Summary(result)
+    elif isinstance(result, Mapping):
+        text = result.get("summary", result.get("text"))
+        summary = Summary(text, _fact_list(result.get("facts")))
+    else:
+        raise ValueError(
+            f"the summarizer returned {type(result).__name__}; return the summary text, "
+            "a dict {'summary': ..., 'facts': [...]} or a Summary"
+        )
+    if not isinstance(summary.text, str) or not summary.text.strip():
+        raise ValueError("the summarizer returned an empty summary")
+    summary.facts = [check_fact(c, k, v, "consolidation")[:3] for c, k, v in summary.facts]
+    return summary
+
+
+def _fact_list(raw: Any) -> list[tuple[str, str, str]]:
+    if raw is None:
+        return []
+    if isinstance(raw, Mapping):  # {category: {key: value}}
+        return [(c, k, v) for c, inner in raw.items() for k, v in dict(inner).items()]
+    out: list[tuple[Any, Any, Any]] = []
+    for item in raw:
+        if isinstance(item, Mapping):
+            out.append((item.get("category"), item.get("key"), item.get("value")))
+        else:
+            category, key, value = item
+            out.append((category, key, value))
+    return out  # checked by check_fact in to_summary

@@ -1,0 +1,358 @@
+"""Retrieval evaluation with labels: recall@k, precision@k and MRR per strategy,
+and the threshold sweep that turns the spec's guessed thresholds into measured ones.
+
+A *strategy* is any function ``(memory, loaded, question, k) -> ranked ids``; the
+built-in ones are registered in :data:`STRATEGIES` and others (keyword/BM25, fused
+rankings) join the same table with :func:`register_strategy`::
+
+    @register_strategy("keyword")
+    def keyword(memory, loaded, question, k):
+        return [...]  # event ids, best first
+
+Questions and their relevant memories come from :class:`~nbmemory.datasets.LoadedConversation`
+(LoCoMo).  Nothing here imports plotly: the CLI uses it without the notebook extra.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InvalidInput
+from .datasets import LoadedConversation
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..memory import Memory
+
+Strategy = Callable[["Memory", LoadedConversation, str, int], list[str]]
+
+#: name -> strategy, in the order the evaluation table shows them.
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register_strategy(name: str, fn: Strategy | None = None) -> Any:
+    """Add a strategy to :data:`STRATEGIES` (usable as a decorator); returns ``fn``."""
+
+    def add(function: Strategy) -> Strategy:
+        if not name or not isinstance(name, str):
+            raise InvalidInput("a strategy needs a non-empty name")
+        STRATEGIES[name] = function
+        return function
+
+    return add(fn) if fn is not None else add
+
+
+@register_strategy("recency")
+def recency(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+    """The ``k`` newest memories of the conversation (what recency alone would give)."""
+    return memory.store.events.ids(
+        namespace=loaded.namespace, order="created_at DESC, id DESC", limit=k
+    )
+
+
+@register_strategy("salience")
+def salience(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+    """The ``k`` most important memories (ties: newest first), whatever the question."""
+    return memory.store.events.ids(
+        namespace=loaded.namespace, order="importance DESC, created_at DESC, id DESC", limit=k
+    )
+
+
+@register_strategy("relevance")
+def relevance(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+    """Plain cosine top-``k`` (:meth:`Memory.search` in ``vector`` mode, no threshold)."""
+    hits = memory.search(question, limit=k, mode="vector", namespace=loaded.namespace)
+    return hits["id"].tolist()
+
+
+@register_strategy("relevance@threshold")
+def relevance_at_threshold(
+    memory: Memory, loaded: LoadedConversation, question: str, k: int
+) -> list[str]:
+    """Cosine top-``k`` with similarity ``>`` the store's ``relevance_threshold`` (0.65)."""
+    hits = memory.retriever.vector_search(
+        memory.embed_query(question),
+        loaded.namespace,
+        limit=k,
+        threshold=memory.settings.relevance_threshold,
+        strict=True,
+    )
+    return hits["id"].tolist()
+
+
+@register_strategy("tri-hybrid")
+def tri_hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+    """The whole context (:meth:`Memory.get_context`), best-ranked first.
+
+    The question is asked in the session of the conversation's last turn, as if
+    the user asked it right after the conversation: recency then brings that
+    session's last turns, salience the important memories, relevance the similar
+    ones, all with the store's settings (with ``profile="spec"`` this is seed
+    000's tri-hybrid context; with ``"hybrid"`` relevance is the fused ranking).
+    """
+    context = memory.get_context(loaded.last_session, question, namespace=loaded.namespace)
+    return context.ids[:k]
+
+
+@register_strategy("keyword")
+def keyword(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+    """BM25 top-``k`` (:meth:`Memory.search` in ``keyword`` mode)."""
+    hits = memory.search(question, limit=k, mode="keyword", namespace=loaded.namespace)
+    return hits["id"].tolist()
+
+
+@register_strategy("hybrid")
+def hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+    """Cosine fused with BM25 and neighbouring turns (:meth:`Memory.search`, ``hybrid``)."""
+    hits = memory.search(question, limit=k, mode="hybrid", namespace=loaded.namespace)
+    return hits["id"].tolist()
+
+
+#: Strategies whose answer depends on the store's retrieval profile (the others don't).
+PROFILE_DEPENDENT = frozenset({"relevance@threshold", "tri-hybrid"})
+
+
+def parse_ks(text: str | int | Iterable[int]) -> list[int]:
+    """``"5,10"`` (or one int, or an iterable of ints) -> sorted distinct positive cut-offs."""
+    if isinstance(text, str):
+        parts: list[Any] = text.split(",")
+    elif isinstance(text, int):
+        parts = [text]
+    else:
+        parts = list(text)
+    try:
+        ks = sorted({int(p) for p in parts if str(p).strip()})
+    except ValueError:
+        raise InvalidInput(f"k must be whole numbers separated by commas, got {text!r}") from None
+    if not ks or ks[0] < 1:
+        raise InvalidInput(f"k must be positive whole numbers (e.g. 5,10), got {text!r}")
+    return ks
+
+
+def _chosen(strategies: Mapping[str, Strategy] | Sequence[str] | None) -> dict[str, Strategy]:
+    if strategies is None:
+        return dict(STRATEGIES)
+    if isinstance(strategies, Mapping):
+        return dict(strategies)
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise InvalidInput(f"unknown strategy {', '.join(unknown)}; known: {', '.join(STRATEGIES)}")
+    return {name: STRATEGIES[name] for name in strategies}
+
+
+def evaluate_queries(
+    memory: Memory,
+    loaded: LoadedConversation | Sequence[LoadedConversation],
+    *,
+    k: Iterable[int] | int | str = (5, 10),
+    strategies: Mapping[str, Strategy] | Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """One row per (strategy, question): what was retrieved and how it scored.
+
+    Columns: strategy, conversation, question, category, relevant (count),
+    retrieved (ids, best first, at most max k), ``hits@k``, ``recall@k``,
+    ``precision@k`` for each k, ``rr`` (reciprocal rank of the first relevant
+    memory within max k, 0 if none) and ``empty`` (nothing retrieved).
+    """
+    ks = parse_ks(k)
+    top = ks[-1]
+    chosen = _chosen(strategies)
+    conversations = [loaded] if isinstance(loaded, LoadedConversation) else list(loaded)
+    rows: list[dict[str, Any]] = []
+    for conv in conversations:
+        queries = conv.queries()
+        for name, strategy in chosen.items():
+            for q in queries.itertuples(index=False):
+                relevant = set(q.relevant_ids)
+                retrieved = list(strategy(memory, conv, q.question, top))[:top]
+                row: dict[str, Any] = {
+                    "strategy": name,
+                    "conversation": conv.conversation.conversation_id,
+                    "question": q.question,
+                    "category": q.category,
+                    "relevant": len(relevant),
+                    "retrieved": retrieved,
+                }
+                for cut in ks:
+                    hits = len(relevant.intersection(retrieved[:cut]))
+                    row[f"hits@{cut}"] = hits
+                    row[f"recall@{cut}"] = hits / len(relevant)
+                    row[f"precision@{cut}"] = hits / cut
+                first = next((i for i, x in enumerate(retrieved) if x in relevant), None)
+                row["rr"] = 0.0 if first is None else 1.0 / (first + 1)
+                row["empty"] = not retrieved
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summarize(per_query: pd.DataFrame) -> pd.DataFrame:
+    """The strategies x metrics table: means over questions (macro), one row per strategy.
+
+    ``recall@k`` is the share of a question's evidence in the top k, ``precision@k``
+    the share of the top k that is evidence (over k, as trec_eval's P@k), ``MRR``
+    the mean reciprocal rank of the first evidence turn, ``no hit`` the share of
+    questions for which the strategy returned nothing at all.
+    """
+    if per_query.empty:
+        raise InvalidInput("no questions to evaluate (no answerable question with evidence)")
+    metric_cols = [c for c in per_query.columns if c.startswith(("recall@", "precision@"))]
+    metric_cols.sort(key=lambda c: (int(c.split("@")[1]), not c.startswith("recall")))
+    order = list(dict.fromkeys(per_query["strategy"]))
+    grouped = per_query.groupby("strategy", sort=False)
+    table = grouped[metric_cols].mean()
+    table["MRR"] = grouped["rr"].mean()
+    table["no hit"] = grouped["empty"].mean()
+    table["questions"] = grouped.size()
+    table = table.loc[order]
+    table.index.name = "strategy"
+    return table
+
+
+@dataclass(repr=False)
+class Evaluation:
+    """What :func:`evaluate` returns: the table, every question's row, and the settings."""
+
+    table: pd.DataFrame
+    per_query: pd.DataFrame
+    parameters: dict[str, Any]
+
+    def to_markdown(self, digits: int = 3) -> str:
+        """The table as GitHub markdown (for a README or a report)."""
+        return frame_to_markdown(self.table.reset_index(), digits=digits)
+
+    def __str__(self) -> str:
+        return self.table.to_string(float_format=lambda v: f"{v:.3f}")
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.parameters.items())
+        return f"retrieval evaluation ({params})\n{self}"
+
+    def _repr_html_(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.parameters.items())
+        body = self.table.to_html(float_format=lambda v: f"{v:.3f}")
+        return f"<p>retrieval evaluation ({params})</p>{body}"
+
+
+def evaluate(
+    memory: Memory,
+    loaded: LoadedConversation | Sequence[LoadedConversation],
+    *,
+    k: Iterable[int] | int | str = (5, 10),
+    strategies: Mapping[str, Strategy] | Sequence[str] | None = None,
+    settings: Settings | None = None,
+) -> Evaluation:
+    """recall@k, precision@k and MRR of every strategy on labelled questions.
+
+    Thresholds, limits and the retrieval profile are the store's settings, or
+    ``settings`` for this evaluation only (``mem.settings.replace(profile="spec")``):
+    a trial that changes nothing in the store.
+    """
+    if settings is not None:
+        memory = cast("Memory", SettingsTrial(memory, settings))
+    per_query = evaluate_queries(memory, loaded, k=k, strategies=strategies)
+    s = memory.settings
+    parameters = {
+        "k": ",".join(str(x) for x in parse_ks(k)),
+        "relevance_threshold": s.relevance_threshold,
+        "salience_threshold": s.salience_threshold,
+        "profile": s.profile,
+        "model": memory.model_name,
+    }
+    return Evaluation(summarize(per_query), per_query, parameters)
+
+
+class SettingsTrial:
+    """A :class:`~nbmemory.Memory` read with other settings: ``search``, ``get_context``
+    and ``settings`` answer for the trial; everything else is the memory's own.
+
+    Nothing is changed or audited, and other threads keep the store's settings.
+    """
+
+    def __init__(self, memory: Memory, settings: Settings) -> None:
+        self._memory = memory
+        self.settings = settings
+
+    def search(self, query: str, **kwargs: Any) -> pd.DataFrame:
+        return self._memory.retriever.search(query, settings=self.settings, **kwargs)
+
+    def get_context(self, session_id: str, query: str | None = None, **kwargs: Any) -> Any:
+        return self._memory.retriever.get_context(
+            session_id, query, settings=self.settings, **kwargs
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._memory, name)
+
+
+def evaluate_profiles(
+    memory: Memory,
+    loaded: LoadedConversation | Sequence[LoadedConversation],
+    profiles: Sequence[str],
+    *,
+    k: Iterable[int] | int | str = (5, 10),
+    strategies: Mapping[str, Strategy] | Sequence[str] | None = None,
+    relevance_threshold: float | None = None,
+) -> Evaluation:
+    """One table for several retrieval profiles (``["spec", "hybrid"]``).
+
+    Strategies that do not depend on the profile (recency, salience, relevance,
+    keyword, hybrid) are asked once; the others once per profile, named like
+    ``"tri-hybrid [spec]"`` when there is more than one profile.
+    ``relevance_threshold`` overrides every profile's own (None: each profile's,
+    0.65 for spec and 0.2 for hybrid).  Each profile is a trial of settings for
+    the reads of this evaluation: the store's own settings are never changed.
+    """
+    if not profiles:
+        raise InvalidInput("name at least one profile (spec, hybrid)")
+    chosen = _chosen(strategies)
+    shared = {n: f for n, f in chosen.items() if n not in PROFILE_DEPENDENT}
+    dependent = {n: f for n, f in chosen.items() if n in PROFILE_DEPENDENT}
+    before = memory.settings
+    frames = []
+    for index, profile in enumerate(profiles):
+        trial = before.replace(profile=profile, relevance_threshold=relevance_threshold)
+        asked = {**(shared if index == 0 else {}), **dependent}
+        if not asked:
+            continue
+        view = cast("Memory", SettingsTrial(memory, trial))  # reads like the Memory
+        frame = evaluate_queries(view, loaded, k=k, strategies=asked)
+        if len(profiles) > 1:
+            mask = frame["strategy"].isin(dependent)
+            frame.loc[mask, "strategy"] += f" [{profile}]"
+        frames.append(frame)
+    per_query = pd.concat(frames, ignore_index=True)
+    table = summarize(per_query)
+    order = [n for n in chosen if n in table.index]
+    order += [n for n in table.index if n not in order]
+    parameters = {
+        "k": ",".join(str(x) for x in parse_ks(k)),
+        "profiles": ",".join(profiles),
+        "relevance_threshold": (
+            "per profile" if relevance_threshold is None else relevance_threshold
+        ),
+        "salience_threshold": before.salience_threshold,
+        "model": memory.model_name,
+    }
+    return Evaluation(table.loc[order], per_query, parameters)
+
+
+def frame_to_markdown(frame: pd.DataFrame, *, digits: int = 3) -> str:
+    """A DataFrame as a GitHub markdown table (floats rounded to ``digits``)."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, (float, np.floating)):
+            return "" if math.isnan(value) else f"{value:.{digits}f}"
+        return str(value)
+
+    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    rule = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(frame.columns))) + "|"
+    lines = [header, rule]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
+    return "\n".join(lines)

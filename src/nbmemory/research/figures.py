@@ -1,0 +1,210 @@
+"""Plotly figures of a store: similarity and importance histograms, threshold sweeps.
+
+The figures draw the spec's thresholds (relevance 0.65, similarity search 0.7)
+so you can see how few relevant memories clear them with your model and data.
+Each returns a ``plotly.graph_objects.Figure`` you can restyle
+(``fig.update_layout(...)``).  Needs the ``notebook`` extra (plotly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from .frames import memories_frame
+from .thresholds import SPEC_THRESHOLDS, ThresholdSuggestion
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+#: Colours of the figures: relevant / not relevant / the movable threshold.
+COLORS = {"relevant": "#d62728", "not relevant": "#7f7f7f", "threshold": "#1f77b4"}
+
+
+def _threshold_lines(
+    fig: go.Figure, spec: Mapping[str, float] | None, threshold: float | None
+) -> None:
+    for index, (label, value) in enumerate((spec or {}).items()):
+        fig.add_vline(
+            x=value,
+            line_dash="dash" if index == 0 else "dot",
+            line_color="black",
+            line_width=1,
+            annotation_text=label,
+            annotation_position="top left" if index == 0 else "top right",
+            annotation_font_size=10,
+            name=f"spec:{label}",
+        )
+    if threshold is not None:
+        fig.add_vline(
+            x=float(threshold),
+            line_color=COLORS["threshold"],
+            line_width=3,
+            name="threshold",
+        )
+
+
+def similarity_histogram(
+    similarities: pd.DataFrame,
+    *,
+    threshold: float | None = None,
+    spec_thresholds: Mapping[str, float] | None = SPEC_THRESHOLDS,
+    bins: int = 80,
+    normalise: bool | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """Histogram of similarities, split relevant / not relevant when labels exist.
+
+    ``similarities`` comes from :func:`similarity_frame` or
+    :func:`labelled_similarities`.  Dashed lines mark the spec's thresholds; a
+    solid one (named ``threshold``) marks ``threshold`` when given.  With labels the
+    two groups are drawn as percentages of their own size (``normalise``), since
+    relevant pairs are a tiny minority.
+    """
+    labelled = "relevant" in similarities.columns
+    normalise = labelled if normalise is None else normalise
+    fig = go.Figure()
+    edges = {"start": -0.2, "end": 1.0, "size": 1.2 / bins}
+    groups: list[tuple[str, pd.Series]] = []
+    if labelled:
+        flags = similarities["relevant"].astype(bool)
+        groups = [
+            ("not relevant", similarities.loc[~flags, "similarity"]),
+            ("relevant", similarities.loc[flags, "similarity"]),
+        ]
+    else:
+        groups = [("memories", similarities["similarity"])]
+    for name, values in groups:
+        fig.add_trace(
+            go.Histogram(
+                x=values.to_numpy(),
+                name=f"{name} ({len(values):,})",
+                xbins=edges,
+                histnorm="percent" if normalise else None,
+                marker_color=COLORS.get(name, COLORS["not relevant"]),
+                opacity=0.65 if labelled else 0.9,
+            )
+        )
+    _threshold_lines(fig, spec_thresholds, threshold)
+    fig.update_layout(
+        barmode="overlay",
+        title=title or "Similarity of queries to memories",
+        xaxis_title="cosine similarity",
+        yaxis_title="% of pairs in group" if normalise else "pairs",
+        legend={"orientation": "h", "y": -0.2},
+        margin={"t": 60},
+    )
+    return fig
+
+
+def importance_histogram(
+    data: Memory | pd.DataFrame,
+    *,
+    cut: float | None = None,
+    namespace: str | None = None,
+    by: str | None = "role",
+    title: str | None = None,
+) -> go.Figure:
+    """Distribution of importance (stacked by ``by``), with the salience cut as a line.
+
+    ``data`` is a Memory (its memories are read) or a :func:`memories_frame`.
+    ``cut`` defaults to the store's ``salience_threshold`` (0.8) when a Memory is given.
+    """
+    if isinstance(data, pd.DataFrame):
+        frame = data
+    else:
+        frame = memories_frame(data, namespace=namespace)
+        cut = data.settings.salience_threshold if cut is None else cut
+    fig = go.Figure()
+    edges = {"start": 0.0, "end": 1.0001, "size": 0.05}
+    if by and by in frame.columns and not frame.empty:
+        for value, group in frame.groupby(by, sort=True):
+            fig.add_trace(
+                go.Histogram(x=group["importance"].to_numpy(), name=str(value), xbins=edges)
+            )
+    else:
+        fig.add_trace(go.Histogram(x=frame["importance"].to_numpy(), name="memories", xbins=edges))
+    if cut is not None:
+        fig.add_vline(
+            x=float(cut),
+            line_color=COLORS["threshold"],
+            line_width=3,
+            annotation_text=f"salience cut {float(cut):.2f}",
+            annotation_position="top left",
+            name="salience",
+        )
+    fig.update_layout(
+        barmode="stack",
+        title=title or "Importance of memories",
+        xaxis_title="importance",
+        yaxis_title="memories",
+        xaxis_range=[0, 1.02],
+    )
+    return fig
+
+
+def sweep_figure(
+    sweep: pd.DataFrame,
+    *,
+    suggestion: ThresholdSuggestion | None = None,
+    spec_thresholds: Mapping[str, float] | None = SPEC_THRESHOLDS,
+    title: str | None = None,
+) -> go.Figure:
+    """Precision, recall, F1 and the share of queries with no hit, against the threshold.
+
+    ``sweep`` comes from :func:`threshold_sweep`; ``suggestion`` (from
+    :func:`suggest_threshold`) is marked with a solid line when given.
+    """
+    fig = go.Figure()
+    styles = {
+        "precision": {"color": "#2ca02c"},
+        "recall": {"color": "#d62728"},
+        "f1": {"color": "#1f77b4", "width": 3},
+        "no_hit": {"color": "#7f7f7f", "dash": "dot"},
+    }
+    names = {"no_hit": "questions with no hit", "f1": "F1"}
+    for column, line in styles.items():
+        fig.add_trace(
+            go.Scatter(
+                x=sweep["threshold"],
+                y=sweep[column],
+                mode="lines",
+                name=names.get(column, column),
+                line=line,
+            )
+        )
+    _threshold_lines(fig, spec_thresholds, None)
+    if suggestion is not None:
+        fig.add_vline(
+            x=suggestion.threshold,
+            line_color=COLORS["threshold"],
+            line_width=3,
+            annotation_text=f"suggested {suggestion.threshold:.2f}",
+            annotation_position="bottom right",
+            name="suggested",
+        )
+    limit = sweep.attrs.get("limit")
+    queries = sweep.attrs.get("queries")
+    subtitle = f"{queries} questions" if queries else ""
+    if limit:
+        subtitle += f", at most {limit} memories per question"
+    default_title = f"Threshold sweep ({subtitle})" if subtitle else "Threshold sweep"
+    fig.update_layout(
+        title=title or default_title,
+        xaxis_title="relevance threshold (similarity >)",
+        yaxis_title="share",
+        yaxis_range=[0, 1.02],
+        hovermode="x unified",
+    )
+    return fig
+
+
+def shape_x(fig: go.Figure, name: str) -> float | None:
+    """The x of the vertical line called ``name`` in ``fig`` (None when absent)."""
+    for shape in fig.layout.shapes:
+        if shape.name == name:
+            return float(shape.x0)
+    return None

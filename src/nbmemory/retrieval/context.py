@@ -1,0 +1,273 @@
+"""The tri-hybrid context (recency + salience + relevance), with provenance.
+
+Each strategy proposes candidates; they are merged by id, and every item keeps
+which strategies found it and with what score (recency rank, importance,
+similarity).  Items are then ranked by their best position in any strategy
+(``1 / (1 + position)``, ties broken relevance > salience > recency), which is
+the order in which :meth:`Context.to_prompt` drops them to fit the token budget.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count (about four characters a token for English under BPE tokenizers)."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+STRATEGIES = ("relevance", "salience", "recency")
+_PRIORITY = {name: i for i, name in enumerate(STRATEGIES)}
+
+FRAME_COLUMNS = [
+    "id",
+    "role",
+    "content",
+    "created_at",
+    "importance",
+    "similarity",
+    "relevance_score",
+    "signals",
+    "recency_rank",
+    "strategies",
+    "rank",
+    "session_id",
+    "kind",
+]
+
+
+@dataclass
+class ContextItem:
+    """One memory in a context, with the evidence of why it is there."""
+
+    id: str
+    role: str
+    content: str | None
+    created_at: dt.datetime
+    importance: float
+    session_id: str
+    kind: str = "message"
+    similarity: float | None = None
+    #: What the relevance strategy ranked by (the fused score in the hybrid profile)
+    relevance_score: float | None = None
+    #: Signals of the relevance strategy: vector, keyword, neighbour
+    signals: str | None = None
+    recency_rank: int | None = None
+    strategies: list[str] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)
+    rank: int = 0
+
+    @property
+    def score(self) -> float:
+        """Best reciprocal position over the strategies that found it."""
+        return max(1.0 / (1 + p) for p in self.positions.values())
+
+    def sort_key(self) -> tuple:
+        best = min(self.positions, key=lambda s: (self.positions[s], _PRIORITY[s]))
+        return (-self.score, _PRIORITY[best], -(self.relevance_score or -2.0))
+
+
+class Prompt(str):
+    """The text of a context for an agent's prompt; ``.dropped`` names what did not fit."""
+
+    dropped: list[str]
+    kept: list[str]
+    tokens: int
+    max_tokens: int
+
+    def __new__(cls, text: str, *, kept: list[str], dropped: list[str], tokens: int, budget: int):
+        obj = super().__new__(cls, text)
+        obj.kept = kept
+        obj.dropped = dropped
+        obj.tokens = tokens
+        obj.max_tokens = budget
+        return obj
+
+    def report(self) -> str:
+        """One line on what the budget did to the context."""
+        line = f"{len(self.kept)} memories, ~{self.tokens} of {self.max_tokens} tokens"
+        if self.dropped:
+            line += f"; dropped {len(self.dropped)} lowest-ranked: {', '.join(self.dropped)}"
+        return line
+
+
+@dataclass
+class Context:
+    """What :meth:`nbmemory.Memory.get_context` returns."""
+
+    session_id: str
+    query: str | None
+    namespace: str
+    items: list[ContextItem]
+    parameters: dict[str, Any]
+    max_tokens: int
+    token_counter: Callable[[str], int] = estimate_tokens
+    near_misses: pd.DataFrame | None = None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[ContextItem]:
+        return iter(self.items)
+
+    @property
+    def ids(self) -> list[str]:
+        return [item.id for item in self.items]
+
+    def by_strategy(self, strategy: str) -> list[ContextItem]:
+        return [item for item in self.items if strategy in item.strategies]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per item, best-ranked first, with the scores that put it here."""
+        rows = [
+            {
+                "id": item.id,
+                "role": item.role,
+                "content": item.content,
+                "created_at": item.created_at,
+                "importance": item.importance,
+                "similarity": item.similarity,
+                "relevance_score": item.relevance_score,
+                "signals": item.signals,
+                "recency_rank": item.recency_rank,
+                "strategies": ", ".join(item.strategies),
+                "rank": item.rank,
+                "session_id": item.session_id,
+                "kind": item.kind,
+            }
+            for item in self.items
+        ]
+        frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
+        frame["similarity"] = frame["similarity"].astype("float64")
+        frame["relevance_score"] = frame["relevance_score"].astype("float64")
+        frame["recency_rank"] = frame["recency_rank"].astype("Int64")
+        return frame
+
+    @staticmethod
+    def format_item(item: ContextItem) -> str:
+        when = item.created_at.strftime("%Y-%m-%d %H:%M") if item.created_at else "?"
+        return f"[{when}] {item.role}: {item.content or ''}"
+
+    def to_prompt(self, max_tokens: int | None = None, *, header: str = "Memory:") -> Prompt:
+        """The context as prompt text within ``max_tokens`` (default: the store's 4096).
+
+        Lowest-ranked items are dropped first; the kept ones are written oldest
+        first so the conversation reads in order.  ``result.dropped`` lists the ids
+        left out and ``result.report()`` says so in one line.
+        """
+        budget = self.max_tokens if max_tokens is None else int(max_tokens)
+        used = self.token_counter(header) if header else 0
+        kept: list[ContextItem] = []
+        dropped: list[str] = []
+        for item in self.items:  # already best-first
+            cost = self.token_counter(self.format_item(item))
+            if used + cost <= budget:
+                kept.append(item)
+                used += cost
+            else:
+                dropped.append(item.id)
+        ordered = sorted(kept, key=lambda i: (i.created_at, i.id))
+        lines = ([header] if header else []) + [self.format_item(i) for i in ordered]
+        return Prompt(
+            "\n".join(lines),
+            kept=[i.id for i in ordered],
+            dropped=dropped,
+            tokens=used,
+            budget=budget,
+        )
+
+    def summary(self) -> str:
+        counts = {s: len(self.by_strategy(s)) for s in STRATEGIES}
+        found = ", ".join(f"{n} {s}" for s, n in counts.items())
+        query = f" for {self.query!r}" if self.query else ""
+        return f"context of session {self.session_id!r}{query}: {len(self)} memories ({found})"
+
+    def __repr__(self) -> str:
+        return f"<Context {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        frame = self.to_frame()[
+            [
+                "strategies",
+                "role",
+                "content",
+                "similarity",
+                "importance",
+                "recency_rank",
+                "created_at",
+            ]
+        ]
+        body = frame.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.3f}")
+        extra = ""
+        if self.near_misses is not None and not self.near_misses.empty:
+            extra = "<p><b>Near misses</b></p>" + self.near_misses.to_html(
+                index=False, na_rep="", float_format=lambda v: f"{v:.3f}"
+            )
+        return f"<p>{html.escape(self.summary())}</p>{body}{extra}"
+
+
+def merge(
+    recency: Sequence[dict[str, Any]],
+    salience: Sequence[dict[str, Any]],
+    relevance: Sequence[dict[str, Any]],
+) -> list[ContextItem]:
+    """Deduplicate the three candidate lists by id and rank the union.
+
+    ``recency`` is newest first; ``salience`` by importance; ``relevance`` by
+    similarity (each record carries ``similarity``).
+    """
+    items: dict[str, ContextItem] = {}
+
+    def add(record: dict[str, Any], strategy: str, position: int) -> ContextItem:
+        item = items.get(record["id"])
+        if item is None:
+            item = ContextItem(
+                id=record["id"],
+                role=record["role"],
+                content=record["content"],
+                created_at=_as_datetime(record["created_at"]),
+                importance=float(record["importance"]),
+                session_id=record["session_id"],
+                kind=record.get("kind", "message"),
+            )
+            items[item.id] = item
+        if strategy not in item.strategies:
+            item.strategies.append(strategy)
+            item.positions[strategy] = position
+        return item
+
+    for position, record in enumerate(relevance):
+        item = add(record, "relevance", position)
+        item.similarity = _number(record.get("similarity"))
+        item.relevance_score = _number(record.get("score", record.get("similarity")))
+        item.signals = record.get("signals") or "vector"
+    for position, record in enumerate(salience):
+        add(record, "salience", position)
+    for position, record in enumerate(recency):
+        add(record, "recency", position).recency_rank = position + 1
+    ranked = sorted(items.values(), key=ContextItem.sort_key)
+    for rank, item in enumerate(ranked, start=1):
+        item.strategies.sort(key=_PRIORITY.__getitem__)
+        item.rank = rank
+    return ranked
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return None if number != number else number
+
+
+def _as_datetime(value: Any) -> dt.datetime:
+    if isinstance(value, pd.Timestamp):
+        return value.to_pydatetime()
+    return value

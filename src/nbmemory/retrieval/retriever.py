@@ -1,0 +1,450 @@
+"""Finding memories: ``search`` in every mode and the tri-hybrid ``get_context``.
+
+One dispatch for every relevance ranking:
+
+* ``vector`` — exact cosine top-k; from the in-memory index when only the
+  namespace scopes the search, else ranked by DuckDB (``store.vectors.similar``);
+  both give the same answer;
+* ``keyword`` — BM25 from the keyword index;
+* ``hybrid`` — cosine fused with BM25 and neighbouring turns
+  (:mod:`nbmemory.retrieval.hybrid`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..config import Settings
+from ..errors import EmbedderError, InvalidInput
+from ..store import READ_COLUMNS, Store
+from ..validation import (
+    check_limit,
+    check_name,
+    check_text,
+    check_unit_interval,
+    date_range,
+    scope_filters,
+)
+from .context import Context, merge
+from .embedders import Embedder
+from .hybrid import HybridHit, hybrid_rank
+from .indexes import Indexes
+from .working_memory import WorkingMemory
+
+#: Columns of :meth:`Retriever.search`'s answer.
+SEARCH_COLUMNS = [
+    "id",
+    "content",
+    "role",
+    "session_id",
+    "similarity",
+    "importance",
+    "created_at",
+    "namespace",
+    "kind",
+    "metadata",
+    "score",
+    "keyword_score",
+    "signals",
+]
+
+#: Rankings :meth:`Retriever.search` offers.
+SEARCH_MODES = ("hybrid", "vector", "keyword")
+_QUERY_CACHE = 256
+
+
+class Retriever:
+    """Search and context over one store, its indexes and working memory."""
+
+    def __init__(
+        self,
+        store: Store,
+        indexes: Indexes,
+        working: WorkingMemory,
+        embedder: Embedder,
+        settings: Callable[[], Settings],
+        *,
+        namespace: Callable[[str | None], str],
+        touch: Callable[[str, str], None] = lambda namespace, session_id: None,
+        dim: Callable[[], int | None] = lambda: None,
+        token_counter: Callable[[str], int] | None = None,
+    ) -> None:
+        self.store = store
+        self.indexes = indexes
+        self.working = working
+        self.embedder = embedder
+        self._settings = settings
+        self._namespace = namespace
+        self._touch = touch
+        self._dim = dim
+        self.token_counter = token_counter
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    @property
+    def model(self) -> str:
+        return self.embedder.name
+
+    # -- the query ------------------------------------------------------------------------
+    def embed_query(self, text: str) -> np.ndarray:
+        """The query's vector (cached for the last 256 distinct queries)."""
+        text = check_text(text, "query")
+        cached = self._queries.get(text)
+        if cached is not None:
+            self._queries.move_to_end(text)
+            return cached
+        shown = text if len(text) <= 80 else text[:80] + "…"
+        try:
+            vectors = np.asarray(self.embedder.embed([text]), dtype=np.float32)
+        except Exception as exc:  # a broken model is an EmbedderError, not a raw traceback
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise EmbedderError(
+                f"the embedding model failed on the query {shown!r}: {type(exc).__name__}: {first}"
+            ) from exc
+        problem = _query_problem(vectors, self._dim())
+        if problem:
+            raise EmbedderError(
+                f"the embedder returned an unusable vector for the query {shown!r} ({problem}); "
+                "check the model, or retry"
+            )
+        vector = vectors[0]
+        self._queries[text] = vector
+        if len(self._queries) > _QUERY_CACHE:
+            self._queries.popitem(last=False)
+        return vector
+
+    # -- search -------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        threshold: float | None = None,
+        mode: str | None = None,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        kind: str | None = None,
+        since: Any = None,
+        until: Any = None,
+        filters: dict[str, Any] | None = None,
+        settings: Settings | None = None,
+    ) -> pd.DataFrame:
+        """Memories most relevant to ``query``, best first.
+
+        ``mode`` is ``"hybrid"`` (cosine similarity fused with BM25 keywords and
+        neighbouring turns: the default of the ``hybrid`` profile), ``"vector"``
+        (plain cosine ranking: the ``spec`` profile) or ``"keyword"`` (BM25 only).
+        Every row has its cosine ``similarity``; ``score`` is what it was ranked by
+        and ``signals`` says which signals found it.  ``threshold`` keeps only hits
+        whose cosine similarity is >= threshold (``df.attrs["best_similarity"]``
+        then tells how close the best memory came when nothing passed).
+        ``session_id``, ``role``, ``kind``, ``filters`` and ``since``/``until``
+        narrow the search.  ``settings`` tries other settings for this call only.
+        """
+        s = settings or self._settings()
+        limit = check_limit(limit, "limit")
+        if threshold is not None:
+            threshold = check_unit_interval(threshold, "threshold", low=-1.0)
+        mode = s.search_mode if mode is None else mode
+        if mode not in SEARCH_MODES:
+            raise InvalidInput(f"unknown search mode {mode!r}; modes: {', '.join(SEARCH_MODES)}")
+        flt = scope_filters(filters, session_id=session_id, role=role, kind=kind)
+        start, end = date_range(since, until)
+        ns = self._namespace(namespace)
+        vector = self.embed_query(query)
+        if mode == "vector":
+            hits = self.vector_search(
+                vector, ns, limit=limit, threshold=threshold, filters=flt, since=start, until=end
+            )
+            hits["score"] = hits["similarity"]
+            hits["keyword_score"] = np.nan
+            hits["signals"] = "vector"
+        else:
+            allowed = self._allowed_ids(ns, flt, start, end)
+            ranked = self.rank(
+                query, vector, ns, limit=limit, threshold=threshold, mode=mode, allowed=allowed,
+                settings=s,
+            )  # fmt: skip
+            hits = self.hits_frame(ranked)
+        frame = hits.reindex(columns=SEARCH_COLUMNS)
+        frame.attrs.update(query=query, threshold=threshold, mode=mode)
+        if threshold is not None and frame.empty:
+            best = self.vector_search(vector, ns, limit=1, filters=flt, since=start, until=end)
+            frame.attrs["best_similarity"] = (
+                None if best.empty else float(best["similarity"].iloc[0])
+            )
+        return frame
+
+    def vector_search(
+        self,
+        vector: np.ndarray,
+        namespace: str | None,
+        *,
+        limit: int,
+        threshold: float | None = None,
+        strict: bool = False,
+        filters: dict[str, Any] | None = None,
+        since: Any = None,
+        until: Any = None,
+        exclude_ids: Iterable[str] = (),
+    ) -> pd.DataFrame:
+        """Exact cosine top-``limit``, best first (``similarity`` column).
+
+        Searches scoped by namespace alone are answered from the in-memory index;
+        with other filters, DuckDB ranks with ``list_cosine_similarity``.  Both give
+        the same answer, ties broken the same way (newest first, then id).
+        """
+        if filters or since is not None or until is not None:
+            return self.store.vectors.similar(
+                vector, self.model, limit=limit, namespace=namespace, threshold=threshold,
+                strict=strict, filters=filters, since=since, until=until, exclude_ids=exclude_ids,
+            ).drop(columns=["distance_score"])  # fmt: skip
+        hits = self.indexes.vectors(self.model).search(
+            vector, limit, namespace=namespace, threshold=threshold, strict=strict,
+            exclude_ids=exclude_ids,
+        )  # fmt: skip
+        columns = [*READ_COLUMNS, "similarity"]
+        if not hits:
+            return pd.DataFrame(columns=columns)
+        similarity = dict(hits)
+        rows = self.store.events.rows([event_id for event_id, _ in hits])
+        for row in rows:
+            row["similarity"] = similarity[row["id"]]
+        # ties broken as the SQL path does: newest first, then id (a Python sort:
+        # pandas' sort_values costs milliseconds on a handful of rows)
+        rows.sort(key=lambda r: r["id"])
+        rows.sort(key=lambda r: r["created_at"], reverse=True)
+        rows.sort(key=lambda r: r["similarity"], reverse=True)
+        return pd.DataFrame.from_records(rows[:limit], columns=columns)
+
+    def _allowed_ids(
+        self, namespace: str, filters: dict[str, Any], since: Any, until: Any
+    ) -> set[str] | None:
+        """Ids passing the filters (None when there are none: everything in the namespace)."""
+        if not filters and since is None and until is None:
+            return None
+        return set(
+            self.store.events.ids(namespace=namespace, filters=filters, since=since, until=until)
+        )
+
+    def rank(
+        self,
+        query: str,
+        vector: np.ndarray,
+        namespace: str,
+        *,
+        limit: int,
+        threshold: float | None,
+        mode: str,
+        allowed: set[str] | None = None,
+        strict: bool = False,
+        settings: Settings | None = None,
+    ) -> list[HybridHit]:
+        """Keyword or hybrid ranking from the in-memory indexes."""
+        s = settings or self._settings()
+        vectors = self.indexes.vectors(self.model)
+        keywords = self.indexes.keywords()
+        if mode == "keyword":
+            # with a cosine threshold, look further down the keyword ranking
+            ranked = keywords.score_array(query, namespace, allowed=allowed).top(
+                limit if threshold is None else max(limit * 20, 200)
+            )
+            cosine = vectors.similarities(vector, [event_id for event_id, _ in ranked])
+            hits = []
+            for event_id, score in ranked:
+                similarity = cosine.get(event_id)
+                if threshold is not None and (similarity is None or similarity < threshold):
+                    continue
+                hits.append(HybridHit(event_id, score, similarity, score, ["keyword"]))
+                if len(hits) == limit:
+                    break
+            return hits
+        return hybrid_rank(
+            vectors, keywords, query, vector, namespace=namespace, limit=limit, floor=threshold,
+            strict=strict, keyword_weight=s.keyword_weight, neighbor_weight=s.neighbor_weight,
+            candidates=max(s.hybrid_candidates, limit), allowed=allowed,
+        )  # fmt: skip
+
+    def hits_frame(self, hits: list[HybridHit]) -> pd.DataFrame:
+        """Stored rows of ranked hits, in rank order, with their scores."""
+        columns = [*READ_COLUMNS, "similarity", "score", "keyword_score", "signals"]
+        if not hits:
+            return pd.DataFrame(columns=columns)
+        rows = {r["id"]: r for r in self.store.events.rows([hit.id for hit in hits])}
+        records = []
+        for hit in hits:
+            row = rows.get(hit.id)
+            if row is None:  # deleted meanwhile
+                continue
+            records.append(
+                {
+                    **row,
+                    "similarity": np.nan if hit.similarity is None else hit.similarity,
+                    "score": hit.score,
+                    "keyword_score": hit.keyword_score,
+                    "signals": ", ".join(hit.signals),
+                }
+            )
+        return pd.DataFrame.from_records(records, columns=columns)
+
+    # -- the tri-hybrid context ------------------------------------------------------------
+    def get_context(
+        self,
+        session_id: str,
+        query: str | None = None,
+        *,
+        namespace: str | None = None,
+        recency_limit: int | None = None,
+        salience_threshold: float | None = None,
+        salience_limit: int | None = None,
+        relevance_threshold: float | None = None,
+        relevance_limit: int | None = None,
+        max_tokens: int | None = None,
+        explain: bool = False,
+        settings: Settings | None = None,
+    ) -> Context:
+        """The tri-hybrid context for a session: what an agent's next prompt should hold.
+
+        recency: the session's last ``recency_limit`` (10) events, from working memory;
+        salience: memories of the namespace with importance >= ``salience_threshold``
+        (0.8), up to ``salience_limit`` (5); relevance: similarity to ``query`` >
+        ``relevance_threshold`` (the profile's: 0.65 spec, 0.2 hybrid), up to
+        ``relevance_limit`` (5).  Deduplicated by id.  ``explain=True`` also collects
+        the near misses (candidates just under a threshold) in ``context.near_misses``.
+        """
+        s = settings or self._settings()
+        session_id = check_name(session_id, "session_id")
+        ns = self._namespace(namespace)
+        p = _context_parameters(
+            s,
+            recency_limit=recency_limit,
+            salience_threshold=salience_threshold,
+            salience_limit=salience_limit,
+            relevance_threshold=relevance_threshold,
+            relevance_limit=relevance_limit,
+            max_tokens=max_tokens,
+        )
+        self._touch(ns, session_id)
+        recency = (
+            self.working.recent(ns, session_id, p["recency_limit"]) if p["recency_limit"] else []
+        )
+        salience = (
+            self.store.events.by_importance(ns, p["salience_threshold"], p["salience_limit"])
+            if p["salience_limit"]
+            else []
+        )
+        relevance: list[dict] = []
+        vector = None
+        if query is not None and p["relevance_limit"]:
+            vector = self.embed_query(query)
+            relevance = self._relevant(query, vector, ns, s, p)
+        budget = p.pop("max_tokens")
+        context = Context(
+            session_id=session_id,
+            query=query,
+            namespace=ns,
+            items=merge(recency, salience, relevance),
+            parameters=p,
+            max_tokens=budget,
+            **({"token_counter": self.token_counter} if self.token_counter else {}),
+        )
+        if explain:
+            context.near_misses = self._near_misses(ns, vector, context, p)
+        return context
+
+    def _relevant(
+        self, query: str, vector: np.ndarray, namespace: str, s: Settings, p: dict[str, Any]
+    ) -> list[dict]:
+        limit, threshold = p["relevance_limit"], p["relevance_threshold"]
+        if s.search_mode == "hybrid":
+            ranked = self.rank(
+                query, vector, namespace, limit=limit, threshold=threshold, mode="hybrid",
+                strict=True, settings=s,
+            )  # fmt: skip
+            records: list[dict] = self.hits_frame(ranked).to_dict(orient="records")
+        else:
+            records = self.vector_search(
+                vector, namespace, limit=limit, threshold=threshold, strict=True
+            ).to_dict(orient="records")
+        return records
+
+    def _near_misses(
+        self, namespace: str, vector: np.ndarray | None, context: Context, p: dict[str, Any]
+    ) -> pd.DataFrame:
+        """Candidates a strategy left out, with how far they were from getting in."""
+        taken = set(context.ids)
+        rows: list[dict] = []
+        threshold, limit = p["relevance_threshold"], p["relevance_limit"]
+        if vector is not None:
+            close = self.vector_search(vector, namespace, limit=limit + 5, exclude_ids=taken)
+            for rec in close.to_dict(orient="records"):
+                missed_by = threshold - rec["similarity"]
+                reason = (
+                    f"similarity {rec['similarity']:.3f} <= threshold {threshold:.2f}"
+                    if missed_by >= 0
+                    else f"over the threshold but past the limit of {limit}"
+                )
+                rows.append(_miss(rec, "relevance", rec["similarity"], max(missed_by, 0.0), reason))
+        salience = p["salience_threshold"]
+        for rec in self.store.events.by_importance(namespace, salience, 5, below=True):
+            if rec["id"] in taken:
+                continue
+            reason = f"importance {rec['importance']:.2f} < {salience:.2f}"
+            rows.append(
+                _miss(rec, "salience", rec["importance"], salience - rec["importance"], reason)
+            )
+        return pd.DataFrame(
+            rows, columns=["strategy", "id", "role", "content", "score", "missed_by", "reason"]
+        )
+
+
+def _context_parameters(s: Settings, **given: Any) -> dict[str, Any]:
+    """The limits and thresholds of one context: those given, else the settings'."""
+
+    def pick(name: str, default: Any) -> Any:
+        value = given.get(name)
+        return default if value is None else value
+
+    return {
+        "recency_limit": check_limit(pick("recency_limit", s.recency_limit), "recency_limit"),
+        "salience_threshold": check_unit_interval(
+            pick("salience_threshold", s.salience_threshold), "salience_threshold"
+        ),
+        "salience_limit": check_limit(pick("salience_limit", s.salience_limit), "salience_limit"),
+        "relevance_threshold": check_unit_interval(
+            pick("relevance_threshold", s.relevance_threshold), "relevance_threshold", low=-1.0
+        ),
+        "relevance_limit": check_limit(
+            pick("relevance_limit", s.relevance_limit), "relevance_limit"
+        ),
+        "max_tokens": check_limit(pick("max_tokens", s.max_memory_tokens), "max_tokens"),
+    }
+
+
+def _query_problem(vectors: np.ndarray, expected: int | None) -> str | None:
+    if vectors.ndim != 2 or vectors.shape[0] != 1:
+        return f"shape {vectors.shape} instead of one vector"
+    if not np.isfinite(vectors).all():
+        return "NaN or infinite values"
+    if not np.any(vectors):
+        return "the zero vector"
+    if expected is not None and vectors.shape[1] != expected:
+        return f"{vectors.shape[1]} dimensions, stored vectors have {expected}"
+    return None
+
+
+def _miss(rec: dict, strategy: str, score: float, missed_by: float, reason: str) -> dict:
+    return {
+        "strategy": strategy,
+        "id": rec["id"],
+        "role": rec["role"],
+        "content": rec["content"],
+        "score": float(score),
+        "missed_by": float(missed_by),
+        "reason": reason,
+    }

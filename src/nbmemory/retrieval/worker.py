@@ -1,0 +1,175 @@
+"""The background worker that embeds stored events, so adding a memory never waits
+for the model.
+
+Texts arrive as ``(id, text)`` pairs (the store announces every event that waits
+for a vector); the worker embeds them in batches on a daemon thread and writes
+each vector back through the writer, which stores it only if the event still
+holds that exact text.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..errors import EmbedderError
+from .embedders import Embedder, check_vectors
+
+log = logging.getLogger(__name__)
+
+#: ``write_vectors(ids, texts, vectors)``: store the vectors of these texts.
+WriteVectors = Callable[[list[str], list[str], np.ndarray], None]
+
+
+class EmbeddingWorker:
+    """Embeds queued (id, text) pairs in batches on a daemon thread.
+
+    ``submit`` never blocks on the model.  A batch that fails as a whole is retried
+    text by text, so one bad text marks only its own event with ``embedding_error``.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        write_vectors: WriteVectors,
+        write_errors: Callable[[dict[str, str]], None],
+        *,
+        batch_size: int = 64,
+        dim: int | None = None,
+        linger: float = 0.05,
+    ) -> None:
+        self.embedder = embedder
+        self.write_vectors = write_vectors
+        self.write_errors = write_errors
+        self.batch_size = batch_size
+        #: Expected vector dimension; learnt from the first good batch when None.
+        self.dim = dim
+        #: Seconds to wait for a batch to fill once a text arrives (0 = embed at once).
+        self.linger = linger
+        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        self._idle = threading.Condition()
+        self._pending = 0
+        self._stopping = False
+        self.last_error: str | None = None
+        self.embedded = 0
+        self.failed = 0
+        self._thread = threading.Thread(target=self._run, name="nbmemory-embedder", daemon=True)
+        self._thread.start()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopping
+
+    @property
+    def backlog(self) -> int:
+        """Texts submitted and not yet written (embedded or failed)."""
+        with self._idle:
+            return self._pending
+
+    def submit(self, items: Sequence[tuple[str, str]]) -> None:
+        """Queue (id, text) pairs; returns at once."""
+        if self._stopping:
+            raise EmbedderError("the embedding worker is stopped (the Memory was closed)")
+        if not items:
+            return
+        with self._idle:
+            self._pending += len(items)
+        for item in items:
+            self._queue.put(item)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted text is written; False if ``timeout`` ran out."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._idle:
+            while self._pending:
+                if not self._thread.is_alive():
+                    raise EmbedderError("the embedding worker stopped with texts still queued")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._idle.wait(timeout=0.5 if remaining is None else min(remaining, 0.5))
+        return True
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Finish the batch in hand and stop; what is still queued stays pending in the store."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _take_batch(self) -> list[tuple[str, str]] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        batch = [first]
+        # Linger briefly for more texts: a stream of add_event calls is embedded in
+        # full batches instead of one model call (and one write) per event, which
+        # keeps the worker off the GIL and the caller's add_event fast.
+        deadline = time.monotonic() + self.linger
+        while len(batch) < self.batch_size:
+            remaining = deadline - time.monotonic()
+            try:
+                item = (
+                    self._queue.get(timeout=remaining)
+                    if remaining > 0
+                    else self._queue.get_nowait()
+                )
+            except queue.Empty:
+                break
+            if item is None:
+                self._queue.put(None)  # keep the stop signal for the loop
+                break
+            batch.append(item)
+        return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take_batch()
+            if batch is None:
+                return
+            try:
+                if not self._stopping:
+                    self._process(batch)
+            except Exception as exc:  # never let the thread die silently
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("nbmemory embedding worker failed on a batch")
+            finally:
+                with self._idle:
+                    self._pending -= len(batch)
+                    self._idle.notify_all()
+
+    def _process(self, batch: list[tuple[str, str]]) -> None:
+        ids = [item[0] for item in batch]
+        texts = [item[1] for item in batch]
+        try:
+            vectors, errors = check_vectors(self.embedder.embed(texts), len(texts), self.dim)
+        except Exception:
+            if len(batch) == 1:
+                self.write_errors({ids[0]: _describe_failure()})
+                self.failed += 1
+            else:  # isolate the texts that fail
+                for item in batch:
+                    self._process([item])
+            return
+        good = [i for i in range(len(batch)) if i not in errors]
+        if good and self.dim is None:
+            self.dim = int(vectors.shape[1])
+        if good:
+            self.write_vectors([ids[i] for i in good], [texts[i] for i in good], vectors[good])
+            self.embedded += len(good)
+        if errors:
+            self.write_errors({ids[i]: message for i, message in errors.items()})
+            self.failed += len(errors)
+
+
+def _describe_failure() -> str:
+    exc = sys.exc_info()[1]
+    text = f"{type(exc).__name__}: {exc}" if exc else "embedding failed"
+    return text[:500]

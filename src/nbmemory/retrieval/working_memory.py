@@ -1,0 +1,108 @@
+"""Per-session recent history kept in process memory (working memory).
+
+A bounded deque per (namespace, session) holding the last ``cap`` events, oldest
+first.  Recency reads are served from it without touching the database; a
+session not seen yet in this process is loaded once from the store (so the cache
+is rebuilt after a restart).  It follows the store's change announcements: a new
+event is appended to its session; a session whose order cannot be kept cheaply
+(an event inserted in the past, a bulk load), or whose events changed or went,
+is dropped and reloaded on its next read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from ..store import Change, Store
+
+Key = tuple[str, str]
+
+
+class WorkingMemory:
+    def __init__(self, store: Store, cap: int) -> None:
+        self.store = store
+        self.cap = cap
+        self._sessions: dict[Key, deque[dict[str, Any]]] = {}
+        self._lock = threading.RLock()
+        #: How many times a session was (re)loaded from the store.
+        self.loads = 0
+        store.listen(self.follow)
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._sessions
+
+    def _load(self, key: Key) -> deque[dict[str, Any]]:
+        records = self.store.events.recent(key[0], key[1], self.cap)
+        self.loads += 1
+        window: deque[dict[str, Any]] = deque(records, maxlen=self.cap)
+        if not self.store.in_transaction:  # uncommitted rows must not stay cached
+            self._sessions[key] = window
+        return window
+
+    def recent(self, namespace: str, session_id: str, limit: int | None = None) -> list[dict]:
+        """The last ``limit`` events of the session (at most ``cap``), newest first."""
+        self.store.refresh()
+        key = (namespace, session_id)
+        with self._lock:
+            window = self._sessions.get(key)
+            if window is None:
+                window = self._load(key)
+            items = list(window)
+        items.reverse()
+        return items if limit is None else items[: max(0, limit)]
+
+    def follow(self, change: Change) -> None:
+        """Apply one committed change (the store calls this under its lock)."""
+        if change.unknown:
+            self.invalidate()
+            return
+        if change.added and not change.bulk:
+            for record in change.added:
+                self._appended({k: v for k, v in record.items() if k != "seq"})
+        elif change.added:
+            self.invalidate({(r["namespace"], r["session_id"]) for r in change.added})
+        changed = change.deleted + change.updated + [row[0] for row in change.retexted]
+        if changed:
+            self.forget_ids(changed)
+
+    def _appended(self, record: dict[str, Any]) -> None:
+        """A new event: appended to its cached session (loaded first if not cached)."""
+        key = (record["namespace"], record["session_id"])
+        with self._lock:
+            window = self._sessions.get(key)
+            if window is None:
+                self._load(key)  # the new row is already in the store
+                return
+            if window and record["created_at"] < window[-1]["created_at"]:
+                del self._sessions[key]  # out of order: reload lazily
+                return
+            window.append(record)
+
+    def invalidate(self, keys: Iterable[Key] | None = None) -> None:
+        """Forget cached sessions (all of them when ``keys`` is None)."""
+        with self._lock:
+            if keys is None:
+                self._sessions.clear()
+                return
+            for key in keys:
+                self._sessions.pop(key, None)
+
+    def forget_ids(self, ids: Iterable[str]) -> None:
+        """Drop sessions that hold any of these ids (after a delete or update)."""
+        wanted = set(ids)
+        with self._lock:
+            stale = [
+                key
+                for key, window in self._sessions.items()
+                if any(record["id"] in wanted for record in window)
+            ]
+            for key in stale:
+                del self._sessions[key]
+
+    def resize(self, cap: int) -> None:
+        with self._lock:
+            self.cap = cap
+            self._sessions.clear()

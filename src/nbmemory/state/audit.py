@@ -1,0 +1,41 @@
+"""The audit trail: who changed what, when, and its retention.
+
+Every change made through a :class:`~nbmemory.Memory` appends one row to
+``audit_log`` in the same transaction (the writer does it): actor, action, the
+namespace, target ids and a JSON ``details`` object.  Details say *that*
+something happened (``{"redacted": 2}``), never the secret itself.  Nothing
+updates or deletes audit rows except :meth:`Audit.cleanup_audit`, which applies
+the retention period (``Settings.audit_retention_days``, 90 by default).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+
+from ..core import Core
+
+
+class Audit:
+    """``audit_log`` and ``cleanup_audit``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def audit_log(
+        self, *, namespace: str | None = None, action: str | None = None, limit: int | None = None
+    ) -> pd.DataFrame:
+        """The audit trail as a DataFrame, newest first (all namespaces unless given)."""
+        return self.core.store.audit.frame(namespace=namespace, action=action, limit=limit)
+
+    def cleanup_audit(self, *, dry_run: bool = False) -> int:
+        """Apply the audit retention (``audit_retention_days``, 90); returns rows (to be) deleted."""
+        days = self.core.settings.audit_retention_days
+        cutoff = self.core.clock() - dt.timedelta(days=days)
+        if dry_run:
+            return self.core.store.audit.count_older(cutoff)
+        with self.core.writer.transaction() as tx:
+            removed = tx.store.audit.delete_older(cutoff)
+            tx.audit("cleanup", [], None, {"what": "audit_log", "rows": removed, "days": days})
+        return removed

@@ -1,0 +1,80 @@
+"""The vectors stored with events: waiting for them, retrying failures, re-embedding
+after a model change, and reading them back for research."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..core import Core
+from ..validation import check_text
+
+#: Columns of a memory row returned with its vector by :meth:`Embeddings.memory_vectors`.
+VECTOR_FRAME_COLUMNS = ["id", "session_id", "role", "kind", "content", "importance", "created_at"]
+
+
+class Embeddings:
+    """``flush``, ``backlog``, ``retry_failed_embeddings``, ``reembed``, ``memory_vectors``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued embedding is written; False if ``timeout`` ran out."""
+        worker = self.core.worker
+        return True if worker is None else worker.flush(timeout)
+
+    @property
+    def backlog(self) -> int:
+        """Events queued for embedding in this process and not yet written."""
+        worker = self.core.worker
+        return 0 if worker is None else worker.backlog
+
+    def retry_failed_embeddings(self) -> int:
+        """Re-queue events whose embedding failed; returns how many were queued."""
+        with self.core.writer.transaction() as tx:
+            rows = tx.vectors.clear_errors()
+            if rows:
+                tx.audit("retry_embeddings", [r[0] for r in rows], None, {"count": len(rows)})
+        return len(rows)
+
+    def reembed(self, *, namespace: str | None = None) -> int:
+        """Queue every event not embedded by the current model (after a model change)."""
+        ns = None if namespace is None else self.core.ns(namespace)
+        with self.core.writer.transaction() as tx:
+            rows = tx.vectors.clear_vectors_not_of(self.core.model, ns)
+            if rows:
+                tx.audit("reembed", [r[0] for r in rows], ns, {"model": self.core.model})
+        return len(rows)
+
+    def memory_vectors(self, *, namespace: str | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+        """Every memory embedded by the current model, and its unit-length vector.
+
+        Returns ``(frame, matrix)``: one row of ``frame`` (id, session_id, role, kind,
+        content, importance, created_at; oldest first) per row of the float32
+        ``matrix``.  Cosine similarity of any query against every memory is then one
+        matrix product (``matrix @ q``), ~15x faster than SQL for a whole sweep.
+        """
+        frame = self.core.store.vectors.embedded_frame(
+            self.core.ns(namespace), self.core.model, VECTOR_FRAME_COLUMNS
+        )
+        if frame.empty:
+            return frame[VECTOR_FRAME_COLUMNS], np.zeros((0, 0), dtype=np.float32)
+        matrix = unit_rows(np.stack(frame["embedding"].to_numpy()))
+        return frame[VECTOR_FRAME_COLUMNS].reset_index(drop=True), matrix
+
+    def embed_queries(self, queries: list[str]) -> np.ndarray:
+        """Unit-length vectors of ``queries`` (one batch through the store's model)."""
+        texts = [check_text(q, "query") for q in queries]
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return unit_rows(np.asarray(self.core.embedder.embed(texts), dtype=np.float32))
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero), as float32."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix.reshape(1, -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)

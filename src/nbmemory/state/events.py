@@ -1,0 +1,152 @@
+"""The event log: storing, reading and deleting the events of conversations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..core import Core
+from ..errors import MemoryNotFound
+from ..events import Event, build_row, build_rows
+from ..store import READ_COLUMNS
+from ..validation import check_limit, check_name, date_range, scope_filters
+
+
+class EventLog:
+    """``add_event``, ``add_events``, ``get_event``, ``events``, ``recent``, ``delete``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def add_event(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        namespace: str | None = None,
+        kind: str = "message",
+        metadata: dict[str, Any] | None = None,
+        importance: float | None = None,
+        tool_call_id: str | None = None,
+        tool_name: str | None = None,
+        tool_calls: Any = None,
+        created_at: Any = None,
+        graph_id: str | None = None,
+        task_id: str | None = None,
+    ) -> Event:
+        """Store one event and queue its embedding; returns at once with the stored event.
+
+        ``importance`` defaults by role (user 0.5, assistant 0.5, tool 0.3, system
+        0.1); an explicit value must be a number in 0..1.  The row is durable when
+        this returns; its vector follows in the background (see ``flush``).
+        """
+        row = build_row(
+            self.core.settings,
+            session_id=session_id,
+            role=role,
+            content=content,
+            namespace=self.core.ns(namespace),
+            kind=kind,
+            metadata=metadata,
+            importance=importance,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            tool_calls=tool_calls,
+            created_at=created_at,
+            graph_id=graph_id,
+            task_id=task_id,
+        )
+        (record,) = self.core.writer.add_events([row])
+        return Event.from_record(record)
+
+    def add_events(
+        self, rows: Any, *, session_id: str | None = None, namespace: str | None = None
+    ) -> list[str]:
+        """Store many events in one Arrow insert; returns their ids in input order.
+
+        ``rows`` is a DataFrame or an iterable of dicts with the keyword arguments of
+        ``add_event`` as keys (``session_id``, ``role``, ``content``, ...).  Every
+        row is validated first: one bad row stores nothing and the error names it.
+        """
+        built = build_rows(
+            self.core.settings, rows, namespace=self.core.ns(namespace), session_id=session_id
+        )
+        if not built:
+            return []
+        self.core.writer.add_events(built, bulk=True)
+        return [row["id"] for row in built]
+
+    def get_event(self, event_id: str, *, namespace: str | None = None) -> Event:
+        """One event by id; :class:`MemoryNotFound` when there is none in the namespace."""
+        ns = self.core.ns(namespace)
+        record = self.core.store.events.get(check_name(event_id, "id"), ns)
+        if record is None:
+            raise MemoryNotFound(event_id, ns)
+        return Event.from_record(record)
+
+    def events(
+        self,
+        *,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        kind: str | None = None,
+        since: Any = None,
+        until: Any = None,
+        limit: int | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> pd.DataFrame:
+        """Stored events as a DataFrame (oldest first), filtered like ``search``."""
+        flt = scope_filters(filters, session_id=session_id, role=role, kind=kind)
+        start, end = date_range(since, until)
+        if limit is not None:
+            limit = check_limit(limit, "limit")
+        frame = self.core.store.events.frame(
+            namespace=self.core.ns(namespace), filters=flt, since=start, until=end, limit=limit
+        )
+        return frame.reset_index(drop=True)
+
+    def recent(
+        self, session_id: str, limit: int | None = None, *, namespace: str | None = None
+    ) -> pd.DataFrame:
+        """The session's latest events, newest first, from working memory (no SQL once cached)."""
+        limit = self.core.settings.recency_limit if limit is None else check_limit(limit, "limit")
+        records = self.core.working.recent(
+            self.core.ns(namespace), check_name(session_id, "session_id"), limit
+        )
+        return pd.DataFrame(records, columns=list(READ_COLUMNS))
+
+    def delete(self, ids: str | list[str], *, namespace: str | None = None) -> int:
+        """Delete events by id (within the namespace); returns how many were deleted."""
+        wanted = [ids] if isinstance(ids, str) else [check_name(i, "id") for i in ids]
+        ns = self.core.ns(namespace)
+        if not wanted:
+            return 0
+        with self.core.writer.transaction() as tx:
+            deleted = tx.events.delete(wanted, namespace=ns)
+            if deleted:
+                tx.audit("delete", deleted, ns)
+        return len(deleted)
+
+    def status(self) -> dict[str, Any]:
+        """Path, model, counts per namespace/session/kind and the embedding backlog."""
+        core = self.core
+        counts = core.store.events.counts()
+
+        def total(column: str) -> int:
+            return int(counts[column].sum()) if not counts.empty else 0
+
+        return {
+            "path": core.store.path,
+            "namespace": core.namespace,
+            "model": core.model,
+            "schema_version": core.store.schema_version(),
+            "events": total("events"),
+            "embedded": total("embedded"),
+            "pending": total("pending"),
+            "failed": total("failed"),
+            "backlog": 0 if core.worker is None else core.worker.backlog,
+            "counts": counts,
+        }

@@ -1,0 +1,333 @@
+"""Sessions: an agent's operational state per user and namespace, with a TTL.
+
+A session row holds what an agent needs to resume work after a restart: its
+``state`` (a JSON object: current plan, tool history, anything else) and the
+times it was created, last used and closed.
+
+Rules (all of them tested in ``tests/test_sessions.py``):
+
+* ``last_activity`` moves forward on every use: starting/continuing the session,
+  saving its state, and every ``add_event`` / ``add_events`` / ``get_context``
+  in it (throttled to one write a second, so hot loops stay cheap).
+* A session whose ``last_activity`` is older than ``Settings.session_ttl_hours``
+  (24 h) is *expired*: it cannot be continued and cleanup lists it (``dry_run``
+  shows the list without deleting).  Cleanup removes the session row (its
+  operational state), never the memories recorded in it.
+* At most ``Settings.max_concurrent_sessions`` (5) sessions are active per
+  user + namespace.  Starting one more closes the least recently active one
+  first (its state is kept, status ``closed``, audit action ``session_evicted``);
+  it is never an error.
+* Closing a session persists its final state.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..core import Core
+from ..errors import InvalidInput, SessionNotFound
+from ..store.sessions import ACTIVE, SESSION_COLUMNS
+from ..validation import check_name
+
+#: Columns of :meth:`Sessions.sessions`.
+LIST_COLUMNS = [
+    "namespace",
+    "session_id",
+    "user_id",
+    "status",
+    "events",
+    "created_at",
+    "last_activity",
+    "expires_at",
+    "closed_at",
+    "state",
+]
+
+
+def default_state() -> dict[str, Any]:
+    """The state a new session starts with: a current plan and a tool history."""
+    return {"current_plan": [], "tool_history": []}
+
+
+def new_session_id() -> str:
+    return "sess_" + uuid.uuid4().hex[:16]
+
+
+@dataclass
+class Session:
+    """One row of ``sessions``; ``state`` is the parsed JSON object."""
+
+    namespace: str
+    session_id: str
+    user_id: str
+    status: str
+    created_at: dt.datetime
+    last_activity: dt.datetime
+    closed_at: dt.datetime | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Session:
+        values = dict(record)
+        values["state"] = parse_state(values.get("state"))
+        return cls(**{k: values[k] for k in SESSION_COLUMNS})
+
+    def expires_at(self, ttl_hours: float) -> dt.datetime:
+        """When the TTL removes it unless it is used again."""
+        return self.last_activity + dt.timedelta(hours=ttl_hours)
+
+    def is_expired(self, now: dt.datetime, ttl_hours: float) -> bool:
+        return self.last_activity < now - dt.timedelta(hours=ttl_hours)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in SESSION_COLUMNS}
+
+    def to_row(self) -> dict[str, Any]:
+        """The row as stored (state as JSON text)."""
+        return {**self.to_dict(), "state": dump_state(self.state)}
+
+
+def parse_state(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    value = json.loads(raw)
+    return value if isinstance(value, dict) else {"_value": value}
+
+
+def dump_state(state: Any) -> str:
+    """The state as JSON text; it must be a JSON-serialisable dict."""
+    if not isinstance(state, dict):
+        raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
+    try:
+        return json.dumps(state, ensure_ascii=False, allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"session state must be JSON-serialisable: {exc}") from None
+
+
+class Sessions:
+    """Start, continue, save, close, delete, list and clean up sessions."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def _get(self, namespace: str, session_id: str) -> Session | None:
+        record = self.core.store.sessions.get(namespace, session_id)
+        return None if record is None else Session.from_record(record)
+
+    def start_session(
+        self,
+        user_id: str = "",
+        *,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> Session:
+        """Create a session for ``user_id`` in the namespace, or continue ``session_id``.
+
+        With an existing ``session_id`` this is :meth:`continue_session` (a closed one
+        is reopened with its saved state).  A new session starts with ``state`` (default
+        ``{"current_plan": [], "tool_history": []}``).  When the user already has
+        ``max_concurrent_sessions`` (5) active sessions in the namespace, the least
+        recently active one is closed first (state kept, audit ``session_evicted``).
+        """
+        ns = self.core.ns(namespace)
+        if not isinstance(user_id, str):
+            raise InvalidInput(f"user_id must be a string, got {user_id!r}")
+        if session_id is not None:
+            session_id = check_name(session_id, "session_id")
+            existing = self._get(ns, session_id)
+            if existing is not None:
+                if existing.user_id != user_id:
+                    raise InvalidInput(
+                        f"session {session_id!r} belongs to user {existing.user_id!r}, "
+                        f"not {user_id!r}; start a new session instead"
+                    )
+                return self.continue_session(session_id, namespace=ns, reopen=True)
+        initial = default_state() if state is None else dict(state)
+        dump_state(initial)  # validate before anything is written
+        now = self.core.clock()
+        s = self.core.settings
+        session = Session(
+            ns, session_id or new_session_id(), user_id, ACTIVE, now, now, None, initial
+        )
+        with self.core.writer.transaction() as tx:
+            not_before = now - dt.timedelta(hours=s.session_ttl_hours)
+            active = tx.sessions.active_for_user(ns, user_id, not_before)
+            for victim in active[: max(0, len(active) - s.max_concurrent_sessions + 1)]:
+                tx.sessions.close(ns, victim["session_id"], victim["state"], now)
+                tx.audit(
+                    "session_evicted",
+                    [victim["session_id"]],
+                    ns,
+                    {
+                        "user_id": user_id,
+                        "reason": f"more than {s.max_concurrent_sessions} active sessions",
+                    },
+                )
+            tx.sessions.insert(session.to_row())
+            tx.audit("session_start", [session.session_id], ns, {"user_id": user_id})
+        return session
+
+    def continue_session(
+        self, session_id: str, *, namespace: str | None = None, reopen: bool = False
+    ) -> Session:
+        """Load a session and mark it used now; :class:`SessionNotFound` if gone or expired.
+
+        A closed session is an error unless ``reopen=True`` (then it is active again).
+        """
+        ns = self.core.ns(namespace)
+        session_id = check_name(session_id, "session_id")
+        now = self.core.clock()
+        ttl_hours = self.core.settings.session_ttl_hours
+        with self.core.writer.transaction() as tx:
+            session = self._get(ns, session_id)
+            if session is None:
+                raise SessionNotFound(session_id, ns)
+            if session.is_expired(now, ttl_hours):
+                raise SessionNotFound(
+                    session_id,
+                    ns,
+                    f"expired at {session.expires_at(ttl_hours):%Y-%m-%d %H:%M} UTC "
+                    f"(no activity for {ttl_hours:g} h)",
+                )
+            if session.status != ACTIVE:
+                if not reopen:
+                    raise SessionNotFound(session_id, ns, "is closed")
+                tx.sessions.reopen(ns, session_id, now)
+                tx.audit("session_reopen", [session_id], ns)
+            else:
+                tx.sessions.touch(ns, session_id, now)
+        found = self._get(ns, session_id)
+        assert found is not None
+        return found
+
+    def get_session(self, session_id: str, *, namespace: str | None = None) -> Session:
+        """A session as stored (any status), without touching it."""
+        ns = self.core.ns(namespace)
+        session = self._get(ns, check_name(session_id, "session_id"))
+        if session is None:
+            raise SessionNotFound(session_id, ns)
+        return session
+
+    def save_session_state(
+        self,
+        session_id: str,
+        state: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        merge: bool = True,
+    ) -> Session:
+        """Persist a session's state (merged into the saved one unless ``merge=False``)."""
+        session = self.continue_session(session_id, namespace=namespace)
+        new_state = {**session.state, **state} if merge else dict(state)
+        text = dump_state(new_state)
+        with self.core.writer.transaction() as tx:
+            tx.sessions.save_state(session.namespace, session.session_id, text, self.core.clock())
+            tx.audit(
+                "session_state", [session.session_id], session.namespace, {"keys": sorted(state)}
+            )
+        return self.get_session(session.session_id, namespace=session.namespace)
+
+    def close_session(
+        self,
+        session_id: str,
+        *,
+        namespace: str | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> Session:
+        """Close a session, persisting its final state (``state`` merged in when given)."""
+        session = self.get_session(session_id, namespace=namespace)
+        final = dump_state({**session.state, **(state or {})})
+        with self.core.writer.transaction() as tx:
+            tx.sessions.close(session.namespace, session.session_id, final, self.core.clock())
+            tx.audit("session_close", [session.session_id], session.namespace)
+        return self.get_session(session.session_id, namespace=session.namespace)
+
+    def delete_session(
+        self, session_id: str, *, namespace: str | None = None, events: bool = False
+    ) -> dict[str, int]:
+        """Delete a session's row (its state); with ``events=True`` its memories too.
+
+        Without ``events`` the memories recorded in the session stay: they are
+        long-term memory, the session row is only operational state.
+        """
+        ns = self.core.ns(namespace)
+        session_id = check_name(session_id, "session_id")
+        with self.core.writer.transaction() as tx:
+            removed: list[str] = []
+            if events:
+                removed = tx.events.delete(namespace=ns, filters={"session_id": session_id})
+                if removed:
+                    tx.audit("delete", removed, ns)
+            gone = tx.sessions.delete(ns, [session_id])
+            if not gone and not removed:
+                raise SessionNotFound(session_id, ns)
+            if gone:
+                tx.audit("session_delete", gone, ns, {"events_deleted": len(removed)})
+        return {"sessions": len(gone), "events": len(removed)}
+
+    def sessions(
+        self,
+        namespace: str | None = None,
+        *,
+        user_id: str | None = None,
+        all_namespaces: bool = False,
+        include_untracked: bool = True,
+    ) -> pd.DataFrame:
+        """Sessions of the namespace as a DataFrame, most recently active first.
+
+        Columns: namespace, session_id, user_id, status (``active``, ``expired``,
+        ``closed``, or ``untracked`` for session ids that only appear on events),
+        events (count), created_at, last_activity, expires_at, closed_at, state.
+        """
+        frame = self.core.store.sessions.with_events(
+            None if all_namespaces else self.core.ns(namespace)
+        )
+        if not include_untracked:
+            frame = frame[frame["status"] != "untracked"]
+        if user_id is not None:
+            frame = frame[frame["user_id"] == user_id]
+        ttl = pd.Timedelta(hours=self.core.settings.session_ttl_hours)
+        tracked = frame["status"] != "untracked"
+        frame["expires_at"] = (frame["last_activity"] + ttl).where(tracked)
+        frame["state"] = [parse_state(s) if isinstance(s, str) else None for s in frame["state"]]
+        frame["events"] = frame["events"].astype("int64")
+        expired = (frame["status"] == ACTIVE) & (frame["last_activity"] < self.core.clock() - ttl)
+        frame.loc[expired, "status"] = "expired"
+        frame = frame.sort_values(
+            ["namespace", "last_activity", "session_id"], ascending=[True, False, True]
+        )
+        return frame.reindex(columns=LIST_COLUMNS).reset_index(drop=True)
+
+    def cleanup_sessions(
+        self,
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        dry_run: bool = False,
+    ) -> pd.DataFrame:
+        """Delete sessions idle for more than ``session_ttl_hours``; returns them.
+
+        ``dry_run=True`` returns the same frame and deletes nothing.  Only session
+        rows go; their memories (events) stay.
+        """
+        ns = None if all_namespaces else self.core.ns(namespace)
+        ttl_hours = self.core.settings.session_ttl_hours
+        cutoff = self.core.clock() - dt.timedelta(hours=ttl_hours)
+        frame = self.core.store.sessions.expired(cutoff, ns)
+        frame.attrs["dry_run"] = dry_run
+        if dry_run or frame.empty:
+            return frame
+        with self.core.writer.transaction() as tx:
+            for space, group in frame.groupby("namespace", sort=True):
+                ids = tx.sessions.delete(str(space), list(group["session_id"]))
+                tx.audit("cleanup", ids, str(space), {"what": "sessions", "ttl_hours": ttl_hours})
+        return frame

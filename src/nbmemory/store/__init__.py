@@ -1,0 +1,43 @@
+"""The store layer: the only place that speaks SQL.
+
+* :mod:`.connection` — :class:`Store`: one DuckDB connection, its lock,
+  transactions, and the announcement of every committed change;
+* :mod:`.shared` — :class:`SharedStore`: several processes taking turns on a file;
+* :mod:`.schema` and :mod:`.migrations` — the tables as they are, and how they
+  came to be (numbered migrations recorded in the file);
+* the table objects — ``store.events``, ``store.facts``, ``store.macros``,
+  ``store.tasks``, ``store.prefixes``, ``store.sessions``, ``store.audit``;
+* :mod:`.writer` — :class:`Writer`: the one write path (transaction, redaction,
+  audit, session touch, announcement).
+"""
+
+from __future__ import annotations
+
+from .changes import Change, Vectors
+from .connection import Store
+from .schema import EVENTS, FILTER_COLUMNS, READ_COLUMNS
+from .shared import SharedStore, shared_from_env
+from .writer import Tx, Writer
+
+__all__ = [
+    "EVENTS",
+    "FILTER_COLUMNS",
+    "READ_COLUMNS",
+    "Change",
+    "SharedStore",
+    "Store",
+    "Tx",
+    "Vectors",
+    "Writer",
+    "open_store",
+    "shared_from_env",
+]
+
+
+def open_store(path: str, *, read_only: bool = False, shared: bool | None = None) -> Store:
+    """The store at ``path``: shared (several processes) when asked or ``$NBMEMORY_SHARED=1``."""
+    if shared is None and path != ":memory:":
+        shared = shared_from_env()
+    if shared:
+        return SharedStore(path, read_only=read_only)
+    return Store(path, read_only=read_only)

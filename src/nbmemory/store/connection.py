@@ -1,0 +1,272 @@
+"""The store: one DuckDB connection, its lock, transactions, and change announcements.
+
+One connection per store per process, every statement under one lock, so the
+embedding worker and the caller's thread never interleave statements on it
+(DuckDB's optimistic concurrency between connections can turn a transaction's
+UPDATE of a row another thread just committed into a silent no-op; a memory
+layer must not lose writes).  Results are always fetched whole: an unfinished
+result keeps the connection busy.
+
+Every statement is parameterised; the only names formatted into SQL are table
+and column names from :mod:`.schema`.  The SQL itself lives in the table objects
+(``store.events``, ``store.facts`` ...); nothing outside this package writes SQL.
+
+After a transaction commits, the store announces what it changed (a
+:class:`~.changes.Change`) to its listeners: that is how in-memory caches stay in
+step.  Plain SQL run through the escape hatch (:meth:`Store.execute` and
+friends) is announced as an unknown change unless DuckDB parses it as a
+``SELECT``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+
+from ..errors import StoreError
+from . import files, migrations
+from .audit import AuditTable, MetaTable
+from .changes import Change, Listener
+from .events import EventsTable
+from .facts import FactsTable
+from .macros import MacrosTable
+from .sessions import SessionsTable
+from .tasks import PrefixesTable, TasksTable
+from .vectors import EventVectors
+
+log = logging.getLogger(__name__)
+
+Params = Sequence[Any] | dict[str, Any] | None
+
+
+class Store:
+    """One open DuckDB file (or ``:memory:``) with nbmemory's schema."""
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        self.path = str(path)
+        self.read_only = read_only
+        #: Held by every statement and transaction (a read-modify-write holds it throughout).
+        self._lock: Any = threading.RLock()
+        #: Number of statements run; tests use it to prove a read touched no SQL.
+        self.statements_run = 0
+        #: Rows of a legacy ``messages`` table copied into ``events`` when this store opened.
+        self.migrated_messages = 0
+        self._listeners: list[Listener] = []
+        #: Removes secrets from user text before it is stored: ``text -> (text, count)``.
+        self.redactor: Callable[[str], tuple[str, int]] | None = None
+        self._tx_owner: int | None = None
+        self._pending: Change | None = None
+        self.events = EventsTable(self)
+        self.vectors = EventVectors(self)
+        self.facts = FactsTable(self)
+        self.macros = MacrosTable(self)
+        self.tasks = TasksTable(self)
+        self.prefixes = PrefixesTable(self)
+        self.sessions = SessionsTable(self)
+        self.audit = AuditTable(self)
+        self.meta = MetaTable(self)
+        self.con: duckdb.DuckDBPyConnection | None = self._connect()
+        if not read_only:
+            migrations.migrate(self)
+
+    # -- connection -------------------------------------------------------------------
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        return files.connect(self.path, read_only=self.read_only)
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if self.con is not None:
+                self.con.close()
+                self.con = None
+
+    @property
+    def closed(self) -> bool:
+        return self.con is None
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        if self.con is None:
+            raise StoreError("this store is closed; open a new Memory(path)")
+        return self.con
+
+    def refresh(self) -> None:
+        """Notice changes other processes made (a no-op for a store only this process opens)."""
+
+    # -- running statements -------------------------------------------------------------
+    def run(self, sql: str, params: Params = None, fetch: str = "rows") -> Any:
+        """Run one parameterised statement under the lock and fetch its result whole.
+
+        ``fetch`` is ``"rows"`` (tuples), ``"records"`` (dicts), ``"df"`` (pandas) or
+        ``"arrow"``.  Outside a transaction, a write-write conflict is retried.
+        """
+        with self._lock:
+            attempts = 1 if self.in_transaction else 5
+            for attempt in range(attempts):
+                self.statements_run += 1
+                try:
+                    if fetch == "arrow":  # a relation hands Arrow over without a copy
+                        return self._cursor().sql(sql, params=params or None).to_arrow_table()
+                    return _fetch(self._cursor().execute(sql, params or []), fetch)
+                except duckdb.TransactionException:
+                    if attempt == attempts - 1:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextlib.contextmanager
+    def registered(self, name: str, data: pa.Table) -> Iterator[str]:
+        """``data`` visible to SQL as the view ``name`` while the block runs (lock held)."""
+        with self._lock:
+            cursor = self._cursor()
+            cursor.register(name, data)
+            try:
+                yield name
+            finally:
+                cursor.unregister(name)
+
+    # -- transactions and announcements -------------------------------------------------
+    @property
+    def in_transaction(self) -> bool:
+        """True on the thread that holds an open transaction."""
+        return self._tx_owner == threading.get_ident()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Change]:
+        """Run the block's statements atomically under the lock; yields the change record.
+
+        Changes recorded with :meth:`changed` are announced once, after COMMIT; a
+        rollback announces nothing.  A transaction opened inside another on the
+        same thread joins it.
+        """
+        with self._lock:
+            if self.in_transaction:
+                assert self._pending is not None
+                yield self._pending
+                return
+            self._cursor().execute("BEGIN TRANSACTION")
+            self._tx_owner = threading.get_ident()
+            self._pending = Change()
+            try:
+                yield self._pending
+            except BaseException:
+                self._end_transaction("ROLLBACK")
+                raise
+            pending = self._end_transaction("COMMIT")
+            if pending:
+                self._announce(pending)
+
+    def _end_transaction(self, verb: str) -> Change:
+        pending, self._pending = self._pending or Change(), None
+        self._tx_owner = None
+        if self.con is not None:
+            try:
+                self.con.execute(verb)
+            except duckdb.Error:
+                if verb == "COMMIT":
+                    with contextlib.suppress(duckdb.Error):
+                        self.con.execute("ROLLBACK")
+                    raise
+        return pending
+
+    def changed(self, change: Change) -> None:
+        """Record what a statement changed: announced at commit (at once outside one)."""
+        with self._lock:
+            if self._pending is not None and self.in_transaction:
+                self._pending.merge(change)
+            else:
+                self._announce(change)
+
+    def count_redactions(self, namespace: str | None, count: int) -> None:
+        """Note secrets removed by a write of the open transaction (its audit row says so)."""
+        if self._pending is not None and self.in_transaction:
+            redacted = self._pending.redacted
+            redacted[namespace] = redacted.get(namespace, 0) + count
+
+    def listen(self, listener: Listener) -> None:
+        """Call ``listener(change)`` after every committed change (under the store lock)."""
+        self._listeners.append(listener)
+
+    def _announce(self, change: Change) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(change)
+            except Exception:  # a cache that cannot follow rebuilds instead
+                log.exception("nbmemory: a cache failed to follow a change; rebuilding it")
+                with contextlib.suppress(Exception):
+                    listener(Change(unknown=True))
+
+    def mark_stale(self) -> None:
+        """Tell every cache that anything may have changed (another writer, plain SQL)."""
+        self.changed(Change(unknown=True))
+
+    # -- the escape hatch: plain SQL -----------------------------------------------------
+    def _raw(self, sql: str, params: Params, fetch: str) -> Any:
+        with self._lock:
+            result = self.run(sql, params, fetch)
+            if not _reads_only(sql):
+                self.mark_stale()
+            return result
+
+    def execute(self, sql: str, params: Params = None) -> None:
+        """Run one statement, discarding any result (plain SQL for tests and research)."""
+        self._raw(sql, params, "rows")
+
+    def fetchall(self, sql: str, params: Params = None) -> list[tuple]:
+        """Run one statement and return every row."""
+        rows: list[tuple] = self._raw(sql, params, "rows")
+        return rows
+
+    def fetchone(self, sql: str, params: Params = None) -> Any:
+        rows = self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+    def df(self, sql: str, params: Params = None) -> pd.DataFrame:
+        """Run one statement and return a pandas DataFrame."""
+        frame: pd.DataFrame = self._raw(sql, params, "df")
+        return frame
+
+    def records(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
+        """Rows as dicts (column name -> Python value)."""
+        rows: list[dict[str, Any]] = self._raw(sql, params, "records")
+        return rows
+
+    # -- schema ------------------------------------------------------------------------
+    def table_exists(self, name: str) -> bool:
+        rows = self.run(
+            "SELECT count(*) FROM information_schema.tables "
+            "WHERE table_schema = 'main' AND table_name = ?",
+            [name],
+        )
+        return bool(rows and rows[0][0])
+
+    def schema_version(self) -> int:
+        if not self.table_exists("nbmemory_meta"):
+            return 0
+        value = self.meta.get("schema_version")
+        return int(value) if value else 0
+
+
+def _reads_only(sql: str) -> bool:
+    """Whether DuckDB parses ``sql`` as nothing but SELECT statements."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error:
+        return False
+    return all(s.type == duckdb.StatementType.SELECT for s in statements)
+
+
+def _fetch(cursor: duckdb.DuckDBPyConnection, fetch: str) -> Any:
+    if fetch == "df":
+        return cursor.df()
+    rows = cursor.fetchall()
+    if fetch == "records":
+        names = [d[0] for d in cursor.description or []]
+        return [dict(zip(names, row, strict=True)) for row in rows]
+    return rows

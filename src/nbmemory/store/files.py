@@ -1,0 +1,102 @@
+"""Where a store lives: checks on a path before DuckDB sees it, and DuckDB's errors
+on opening a file turned into one-line messages that say what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import duckdb
+
+from ..errors import StoreError, StoreLocked
+
+_PID_RE = re.compile(r"PID (\d+)")
+
+
+def first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else message
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_store_path(path: str, *, read_only: bool = False) -> None:
+    """Refuse, with a one-line :class:`StoreError`, a path that cannot be a store file.
+
+    Checked before DuckDB sees the path: an empty path (DuckDB would silently open
+    a private in-memory database: memories lost at exit), a NUL byte, a missing or
+    unwritable parent directory, a directory, and a SQLite file (DuckDB would try
+    to download its sqlite extension to open it).  Nothing is created or changed.
+    """
+    if not path.strip():
+        raise StoreError(
+            "the store path is empty; pass a file name (Memory('agent.duckdb')), "
+            "or ':memory:' for a store that is not kept"
+        )
+    if "\x00" in path:
+        raise StoreError(f"the store path {path!r} contains a NUL byte; pass a valid file name")
+    try:
+        target = Path(path).expanduser()
+        parent = target.resolve().parent
+        if parent.exists() and not parent.is_dir():
+            raise StoreError(
+                f"cannot create the store {path}: {parent} is a file, not a directory. "
+                "Pass a path inside a directory."
+            )
+        if not parent.is_dir():
+            raise StoreError(
+                f"cannot create the store {path}: the directory {parent} does not exist. "
+                "Create it first or pass another path."
+            )
+        if target.is_dir():
+            raise StoreError(
+                f"the store path {path} is a directory; pass a file inside it "
+                f"({os.path.join(path, 'nbmemory.duckdb')})"
+            )
+        exists = target.exists()
+        if not read_only and not exists and not os.access(parent, os.W_OK):
+            raise StoreError(
+                f"cannot create the store {path}: the directory {parent} is not writable. "
+                "Pass a path in a writable directory (Memory('~/agent.duckdb'))."
+            )
+        if exists and target.is_file():
+            with open(target, "rb") as handle:
+                head = handle.read(len(_SQLITE_MAGIC))
+            if head == _SQLITE_MAGIC:
+                raise StoreError(
+                    f"{path} is a SQLite database, not a DuckDB store; nothing was changed. "
+                    "Import it with Memory(...).import_sqlite(path) or `nbmemory import-sqlite`."
+                )
+    except OSError as exc:
+        raise StoreError(f"cannot use {path!r} as a store: {exc.strerror or exc}") from None
+
+
+def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open ``path`` with DuckDB; every failure is a :class:`StoreError` naming the fix."""
+    if path != ":memory:":
+        check_store_path(path, read_only=read_only)
+    try:
+        return duckdb.connect(path, read_only=read_only)
+    except duckdb.IOException as exc:
+        message = str(exc)
+        if "lock" in message.lower():
+            match = _PID_RE.search(message)
+            held = re.search(r"held in (\S+)", message)
+            raise StoreLocked(
+                path, int(match.group(1)) if match else None, held.group(1) if held else None
+            ) from None
+        if "not a valid DuckDB database" in message:
+            raise StoreError(
+                f"{path} exists but is not a DuckDB database; nothing was changed. "
+                "Pass the path of an nbmemory store, or a new file name."
+            ) from None
+        if "Permission denied" in message or "Read-only" in message:
+            raise StoreError(
+                f"cannot open the store {path} for writing (permission denied). "
+                "Pass a writable path, or open it with read_only=True."
+            ) from None
+        raise StoreError(f"cannot open the store {path}: {first_line(message)}") from None
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open the store {path}: {first_line(str(exc))}") from None

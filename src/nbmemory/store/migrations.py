@@ -1,0 +1,260 @@
+"""Numbered migrations, each applied once and recorded in ``nbmemory_migrations``.
+
+A migration is a function ``mNNN_what(store)`` registered with :func:`migration`,
+in order; :func:`migrate` runs the ones a file has not recorded yet, all in one
+transaction (like simonw/llm's migrations).  Migrations are history: they are
+never edited once released; a change of schema is a new migration.  The
+current shape of every table is declared in :mod:`.schema`.
+
+The first migrations are written so that a store made before this table existed
+(its tables already there) records them without changing anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..config import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from .connection import Store
+
+#: Version of the file format written in ``nbmemory_meta`` (readers refuse newer ones).
+SCHEMA_VERSION = 1
+
+Migration = Callable[["Store"], None]
+MIGRATIONS: list[Migration] = []
+
+# The Rust agent's v0.8 table, before ``events`` replaced it (kept, renamed, after copying).
+LEGACY_MESSAGES = "messages"
+LEGACY_RENAMED = "messages_migrated"
+
+
+def migration(fn: Migration) -> Migration:
+    """Register ``fn`` as the next migration (its name is what the table records)."""
+    MIGRATIONS.append(fn)
+    return fn
+
+
+def applied(store: Store) -> set[str]:
+    """Names of the migrations recorded in the file (empty for a new file)."""
+    if not store.table_exists("nbmemory_migrations"):
+        return set()
+    return {row[0] for row in store.run("SELECT name FROM nbmemory_migrations")}
+
+
+def migrate(store: Store) -> list[str]:
+    """Apply the migrations the file lacks, in one transaction; returns their names."""
+    with store.transaction():
+        store.run(
+            "CREATE TABLE IF NOT EXISTS nbmemory_migrations ("
+            " name VARCHAR PRIMARY KEY, applied_at TIMESTAMP DEFAULT current_timestamp)"
+        )
+        done = applied(store)
+        names = []
+        for fn in MIGRATIONS:
+            if fn.__name__ not in done:
+                fn(store)
+                store.run("INSERT INTO nbmemory_migrations (name) VALUES (?)", [fn.__name__])
+                names.append(fn.__name__)
+        store.run(
+            "INSERT INTO nbmemory_meta VALUES ('schema_version', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [str(SCHEMA_VERSION)],
+        )
+    return names
+
+
+@migration
+def m001_tables(store: Store) -> None:
+    """The tables of schema version 1."""
+    for statement in _V1_TABLES:
+        store.run(statement)
+
+
+@migration
+def m002_events_seq(store: Store) -> None:
+    """Insertion order of events: breaks created_at ties (rowid is not stable across updates)."""
+    store.run("CREATE SEQUENCE IF NOT EXISTS events_seq START 1")
+    store.run(
+        "ALTER TABLE events ADD COLUMN IF NOT EXISTS seq BIGINT DEFAULT nextval('events_seq')"
+    )
+
+
+@migration
+def m003_legacy_messages(store: Store) -> None:
+    """Copy the v0.8 ``messages`` rows into ``events``, then keep the old table renamed."""
+    if store.table_exists(LEGACY_MESSAGES):
+        store.migrated_messages = _copy_messages(store)
+
+
+_V1_TABLES = [
+    """CREATE TABLE IF NOT EXISTS nbmemory_meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS events (
+        id VARCHAR PRIMARY KEY,
+        session_id VARCHAR NOT NULL,
+        namespace VARCHAR NOT NULL DEFAULT 'default',
+        kind VARCHAR NOT NULL DEFAULT 'message',
+        role VARCHAR NOT NULL,
+        content VARCHAR,
+        tool_call_id VARCHAR,
+        tool_name VARCHAR,
+        tool_calls_json VARCHAR,
+        metadata VARCHAR,
+        graph_id VARCHAR,
+        task_id VARCHAR,
+        created_at TIMESTAMP NOT NULL,
+        updated_at TIMESTAMP NOT NULL,
+        importance DOUBLE NOT NULL DEFAULT 0.5,
+        embedding FLOAT[],
+        embedding_model VARCHAR,
+        embedding_error VARCHAR,
+        consolidated_at TIMESTAMP
+    )""",
+    "CREATE SEQUENCE IF NOT EXISTS facts_id_seq START 1",
+    """CREATE TABLE IF NOT EXISTS facts (
+        id INTEGER PRIMARY KEY DEFAULT nextval('facts_id_seq'),
+        namespace VARCHAR NOT NULL DEFAULT 'default',
+        category VARCHAR NOT NULL,
+        key VARCHAR NOT NULL,
+        value VARCHAR NOT NULL,
+        source VARCHAR NOT NULL DEFAULT '',
+        created_at TIMESTAMP NOT NULL,
+        updated_at TIMESTAMP NOT NULL,
+        embedding FLOAT[],
+        embedding_model VARCHAR,
+        UNIQUE (namespace, category, key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS fact_history (
+        fact_id INTEGER NOT NULL,
+        namespace VARCHAR NOT NULL,
+        category VARCHAR NOT NULL,
+        key VARCHAR NOT NULL,
+        value VARCHAR NOT NULL,
+        source VARCHAR NOT NULL,
+        valid_from TIMESTAMP NOT NULL,
+        superseded_at TIMESTAMP NOT NULL
+    )""",
+    "CREATE SEQUENCE IF NOT EXISTS macros_id_seq START 1",
+    """CREATE TABLE IF NOT EXISTS macros (
+        id INTEGER PRIMARY KEY DEFAULT nextval('macros_id_seq'),
+        namespace VARCHAR NOT NULL DEFAULT 'default',
+        trigger_tool VARCHAR NOT NULL,
+        trigger_args_pattern VARCHAR,
+        next_tool VARCHAR NOT NULL,
+        next_args VARCHAR NOT NULL DEFAULT '',
+        confidence DOUBLE NOT NULL DEFAULT 0.0,
+        used_count INTEGER NOT NULL DEFAULT 0,
+        created_at TIMESTAMP NOT NULL,
+        updated_at TIMESTAMP NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS scheduled_tasks (
+        id VARCHAR PRIMARY KEY,
+        namespace VARCHAR NOT NULL DEFAULT 'default',
+        name VARCHAR NOT NULL,
+        cron_expr VARCHAR NOT NULL,
+        original_schedule VARCHAR NOT NULL,
+        prompt VARCHAR NOT NULL,
+        source VARCHAR NOT NULL DEFAULT 'tool',
+        is_oneshot BOOLEAN NOT NULL DEFAULT false,
+        is_paused BOOLEAN NOT NULL DEFAULT false,
+        is_trusted BOOLEAN NOT NULL DEFAULT false,
+        next_run_at TIMESTAMP NOT NULL,
+        last_run_at TIMESTAMP,
+        created_at TIMESTAMP NOT NULL,
+        updated_at TIMESTAMP NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS terminal_allowed_prefixes (
+        prefix VARCHAR PRIMARY KEY,
+        created_at TIMESTAMP
+    )""",
+    """CREATE TABLE IF NOT EXISTS sessions (
+        namespace VARCHAR NOT NULL,
+        session_id VARCHAR NOT NULL,
+        user_id VARCHAR NOT NULL DEFAULT '',
+        status VARCHAR NOT NULL DEFAULT 'active',
+        state VARCHAR NOT NULL DEFAULT '{}',
+        created_at TIMESTAMP NOT NULL,
+        last_activity TIMESTAMP NOT NULL,
+        closed_at TIMESTAMP,
+        PRIMARY KEY (namespace, session_id)
+    )""",
+    "CREATE SEQUENCE IF NOT EXISTS audit_id_seq START 1",
+    """CREATE TABLE IF NOT EXISTS audit_log (
+        id BIGINT PRIMARY KEY DEFAULT nextval('audit_id_seq'),
+        logged_at TIMESTAMP NOT NULL,
+        namespace VARCHAR,
+        actor VARCHAR NOT NULL,
+        action VARCHAR NOT NULL,
+        target_ids VARCHAR[],
+        details VARCHAR
+    )""",
+]
+
+
+def _utc_timestamp_sql(column: str, column_type: str) -> str:
+    """SQL turning a legacy RFC3339 text (or timestamp) column into a UTC TIMESTAMP."""
+    if column_type.upper().startswith("TIMESTAMP WITH"):
+        return f"timezone('UTC', {column})"
+    if column_type.upper().startswith("TIMESTAMP"):
+        return column
+    return f"timezone('UTC', TRY_CAST({column} AS TIMESTAMPTZ))"
+
+
+def _copy_messages(store: Store) -> int:
+    """Insert the ``messages`` rows missing from ``events``; returns how many."""
+    columns = dict(
+        store.run(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'main' AND table_name = ?",
+            [LEGACY_MESSAGES],
+        )
+    )
+
+    def col(name: str, default: str = "NULL") -> str:
+        return f"m.{name}" if name in columns else default
+
+    embedding_type = columns.get("embedding", "")
+    if not embedding_type:
+        embedding_sql = "NULL"
+    elif embedding_type.upper() == "BLOB":
+        embedding_sql = "TRY_CAST(decode(m.embedding) AS FLOAT[])"
+    else:
+        embedding_sql = "TRY_CAST(m.embedding AS FLOAT[])"
+    created = _utc_timestamp_sql("m.created_at", columns.get("created_at", "VARCHAR"))
+    consolidated = (
+        _utc_timestamp_sql("m.consolidated_at", columns["consolidated_at"])
+        if "consolidated_at" in columns
+        else "NULL"
+    )
+    sql = f"""
+        INSERT INTO events BY NAME
+        SELECT
+            CAST(m.id AS VARCHAR) AS id,
+            CAST(m.session_id AS VARCHAR) AS session_id,
+            'default' AS namespace,
+            'message' AS kind,
+            COALESCE(CAST(m.role AS VARCHAR), 'user') AS role,
+            {col("content")} AS content,
+            {col("tool_call_id")} AS tool_call_id,
+            {col("tool_name")} AS tool_name,
+            {col("tool_calls_json")} AS tool_calls_json,
+            COALESCE({created}, current_timestamp::TIMESTAMP) AS created_at,
+            COALESCE({created}, current_timestamp::TIMESTAMP) AS updated_at,
+            COALESCE(CAST({col("importance")} AS DOUBLE), 0.5) AS importance,
+            {embedding_sql} AS embedding,
+            CASE WHEN {embedding_sql} IS NULL THEN NULL ELSE ? END AS embedding_model,
+            {col("embedding_error")} AS embedding_error,
+            {consolidated} AS consolidated_at
+        FROM {LEGACY_MESSAGES} m
+        WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = CAST(m.id AS VARCHAR))
+        RETURNING id
+    """
+    copied = len(store.run(sql, [DEFAULT_MODEL]))
+    suffix = ""
+    if store.table_exists(LEGACY_RENAMED):
+        suffix = "_" + str(store.run("SELECT count(*) FROM duckdb_tables()")[0][0])
+    # the old rows stay (renamed) rather than being dropped: nothing is lost
+    store.run(f"ALTER TABLE {LEGACY_MESSAGES} RENAME TO {LEGACY_RENAMED}{suffix}")
+    return copied

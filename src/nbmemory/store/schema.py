@@ -1,0 +1,216 @@
+"""Every table of a store, declared once: its columns, their Arrow types, its key.
+
+The SQL that created each table over time lives in :mod:`.migrations` (history
+is never rewritten); this module says what the tables are *now*, for the code
+that reads and writes them: the columns a read returns, the Arrow schema of a
+bulk insert, and which columns hold text a user or agent handed in (``user_text``:
+the writer redacts secrets from them before they are stored).  A test checks
+that a freshly migrated store has exactly these columns.
+
+Tables and where they come from: ``events`` (it replaced ``messages``), ``facts``,
+``macros``, ``scheduled_tasks``, ``terminal_allowed_prefixes`` are the Rust agent
+layer's (seed 000); ``sessions`` and ``audit_log`` are Vectora's (seed 003);
+``fact_history`` and ``nbmemory_meta`` are nbmemory's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+_TS = pa.timestamp("us")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    #: Text a user or agent handed in: redacted before it is stored.
+    user_text: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([(c.name, c.type) for c in self.columns])
+
+    @property
+    def user_text(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns if c.user_text)
+
+    def to_arrow(self, rows: list[dict]) -> pa.Table:
+        """Rows (dicts; missing keys are NULL) as an Arrow table in this table's order."""
+        return pa.Table.from_pylist(
+            [{name: row.get(name) for name in self.names} for row in rows],
+            schema=self.arrow_schema,
+        )
+
+
+EVENTS = Table(
+    "events",
+    (
+        Column("id", pa.string()),
+        Column("session_id", pa.string()),
+        Column("namespace", pa.string()),
+        Column("kind", pa.string()),
+        Column("role", pa.string()),
+        Column("content", pa.string(), user_text=True),
+        Column("tool_call_id", pa.string()),
+        Column("tool_name", pa.string()),
+        Column("tool_calls_json", pa.string()),
+        Column("metadata", pa.string()),
+        Column("graph_id", pa.string()),
+        Column("task_id", pa.string()),
+        Column("created_at", _TS),
+        Column("updated_at", _TS),
+        Column("importance", pa.float64()),
+        Column("embedding", pa.list_(pa.float32())),
+        Column("embedding_model", pa.string()),
+        Column("embedding_error", pa.string()),
+        Column("consolidated_at", _TS),
+    ),
+    key=("id",),
+)
+#: Insertion order of events (breaks created_at ties); filled by a sequence.
+EVENT_SEQ = "seq"
+
+#: Columns of ``events`` returned by reads (everything but the vector, which is large).
+READ_COLUMNS = tuple(name for name in EVENTS.names if name != "embedding")
+
+#: Columns a caller may filter ``events`` on with equality (``filters={...}``).
+FILTER_COLUMNS = frozenset(
+    {"session_id", "namespace", "kind", "role", "tool_call_id", "tool_name", "graph_id", "task_id"}
+)
+
+FACTS = Table(
+    "facts",
+    (
+        Column("id", pa.int32()),
+        Column("namespace", pa.string()),
+        Column("category", pa.string()),
+        Column("key", pa.string()),
+        Column("value", pa.string(), user_text=True),
+        Column("source", pa.string()),
+        Column("created_at", _TS),
+        Column("updated_at", _TS),
+        Column("embedding", pa.list_(pa.float32())),
+        Column("embedding_model", pa.string()),
+    ),
+    key=("id",),
+)
+
+FACT_HISTORY = Table(
+    "fact_history",
+    (
+        Column("fact_id", pa.int32()),
+        Column("namespace", pa.string()),
+        Column("category", pa.string()),
+        Column("key", pa.string()),
+        Column("value", pa.string()),
+        Column("source", pa.string()),
+        Column("valid_from", _TS),
+        Column("superseded_at", _TS),
+    ),
+)
+
+MACROS = Table(
+    "macros",
+    (
+        Column("id", pa.int32()),
+        Column("namespace", pa.string()),
+        Column("trigger_tool", pa.string()),
+        Column("trigger_args_pattern", pa.string()),
+        Column("next_tool", pa.string()),
+        Column("next_args", pa.string()),
+        Column("confidence", pa.float64()),
+        Column("used_count", pa.int32()),
+        Column("created_at", _TS),
+        Column("updated_at", _TS),
+    ),
+    key=("id",),
+)
+
+SCHEDULED_TASKS = Table(
+    "scheduled_tasks",
+    (
+        Column("id", pa.string()),
+        Column("namespace", pa.string()),
+        Column("name", pa.string()),
+        Column("cron_expr", pa.string()),
+        Column("original_schedule", pa.string()),
+        Column("prompt", pa.string()),
+        Column("source", pa.string()),
+        Column("is_oneshot", pa.bool_()),
+        Column("is_paused", pa.bool_()),
+        Column("is_trusted", pa.bool_()),
+        Column("next_run_at", _TS),
+        Column("last_run_at", _TS),
+        Column("created_at", _TS),
+        Column("updated_at", _TS),
+    ),
+    key=("id",),
+)
+
+TERMINAL_ALLOWED_PREFIXES = Table(
+    "terminal_allowed_prefixes",
+    (Column("prefix", pa.string()), Column("created_at", _TS)),
+    key=("prefix",),
+)
+
+SESSIONS = Table(
+    "sessions",
+    (
+        Column("namespace", pa.string()),
+        Column("session_id", pa.string()),
+        Column("user_id", pa.string()),
+        Column("status", pa.string()),
+        Column("state", pa.string()),
+        Column("created_at", _TS),
+        Column("last_activity", _TS),
+        Column("closed_at", _TS),
+    ),
+    key=("namespace", "session_id"),
+)
+
+AUDIT_LOG = Table(
+    "audit_log",
+    (
+        Column("id", pa.int64()),
+        Column("logged_at", _TS),
+        Column("namespace", pa.string()),
+        Column("actor", pa.string()),
+        Column("action", pa.string()),
+        Column("target_ids", pa.list_(pa.string())),
+        Column("details", pa.string()),
+    ),
+    key=("id",),
+)
+
+META = Table(
+    "nbmemory_meta", (Column("key", pa.string()), Column("value", pa.string())), key=("key",)
+)
+
+TABLES = {
+    t.name: t
+    for t in (
+        EVENTS,
+        FACTS,
+        FACT_HISTORY,
+        MACROS,
+        SCHEDULED_TASKS,
+        TERMINAL_ALLOWED_PREFIXES,
+        SESSIONS,
+        AUDIT_LOG,
+        META,
+    )
+}

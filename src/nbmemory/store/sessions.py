@@ -1,0 +1,190 @@
+"""``store.sessions``: an agent's operational state per user and namespace."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from .changes import Change
+from .clauses import placeholders
+from .schema import SESSIONS
+from .table import TableObject
+
+SESSION_COLUMNS = SESSIONS.names
+_SESSION = ", ".join(SESSION_COLUMNS)
+ACTIVE = "active"
+CLOSED = "closed"
+
+
+class SessionsTable(TableObject):
+    table = SESSIONS
+
+    # -- reads ------------------------------------------------------------------------
+    def get(self, namespace: str, session_id: str) -> dict[str, Any] | None:
+        rows = self.store.run(
+            f"SELECT {_SESSION} FROM sessions WHERE namespace = ? AND session_id = ?",
+            [namespace, session_id],
+            "records",
+        )
+        return rows[0] if rows else None
+
+    def records(self, namespace: str, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Every session row of a namespace (or one), by session id."""
+        sql = f"SELECT {_SESSION} FROM sessions WHERE namespace = ?"
+        params = [namespace]
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id)
+        rows: list[dict[str, Any]] = self.store.run(sql + " ORDER BY session_id", params, "records")
+        return rows
+
+    def active_for_user(
+        self, namespace: str, user_id: str, not_before: dt.datetime
+    ) -> list[dict[str, Any]]:
+        """Active, unexpired sessions of a user in a namespace, least recently active first."""
+        rows: list[dict[str, Any]] = self.store.run(
+            f"SELECT {_SESSION} FROM sessions WHERE namespace = ? AND user_id = ?"
+            " AND status = ? AND last_activity >= ? ORDER BY last_activity, created_at, session_id",
+            [namespace, user_id, ACTIVE, not_before],
+            "records",
+        )
+        return rows
+
+    def active_keys(self) -> dict[tuple[str, str], dt.datetime]:
+        """(namespace, session_id) -> last_activity of every active session."""
+        rows = self.store.run(
+            "SELECT namespace, session_id, last_activity FROM sessions WHERE status = ?", [ACTIVE]
+        )
+        return {(r[0], r[1]): r[2] for r in rows}
+
+    def keys(self) -> set[tuple[str, str]]:
+        return set(self.store.run("SELECT namespace, session_id FROM sessions"))
+
+    def expired(self, cutoff: dt.datetime, namespace: str | None) -> pd.DataFrame:
+        """Session rows (any status) whose last activity is before ``cutoff``."""
+        sql = f"SELECT {_SESSION} FROM sessions WHERE last_activity < ?"
+        params: list[Any] = [cutoff]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            params.append(namespace)
+        frame: pd.DataFrame = self.store.run(
+            sql + " ORDER BY namespace, last_activity, session_id", params, "df"
+        )
+        return frame
+
+    def namespaces_of(self, session_id: str) -> list[str]:
+        """Namespaces where a session id has a session row or events."""
+        rows = self.store.run(
+            "SELECT namespace FROM sessions WHERE session_id = ?"
+            " UNION SELECT namespace FROM events WHERE session_id = ?",
+            [session_id, session_id],
+        )
+        return sorted(r[0] for r in rows)
+
+    def with_events(self, namespace: str | None) -> pd.DataFrame:
+        """Tracked sessions joined with per-session event counts (and untracked sessions).
+
+        ``status`` is ``untracked`` for session ids that only appear on events.
+        """
+        ns_clause = "WHERE namespace = ?" if namespace is not None else ""
+        params: list[Any] = [namespace] if namespace is not None else []
+        frame: pd.DataFrame = self.store.run(
+            f"""
+            WITH s AS (SELECT * FROM sessions {ns_clause}),
+            e AS (
+                SELECT namespace, session_id, count(*) AS events,
+                       min(created_at) AS first_at, max(created_at) AS last_at
+                FROM events {ns_clause} GROUP BY ALL
+            )
+            SELECT coalesce(s.namespace, e.namespace) AS namespace,
+                   coalesce(s.session_id, e.session_id) AS session_id,
+                   coalesce(s.user_id, '') AS user_id,
+                   coalesce(s.status, 'untracked') AS status,
+                   coalesce(e.events, 0) AS events,
+                   coalesce(s.created_at, e.first_at) AS created_at,
+                   coalesce(s.last_activity, e.last_at) AS last_activity,
+                   s.closed_at AS closed_at,
+                   s.state AS state
+            FROM s FULL OUTER JOIN e ON s.namespace = e.namespace AND s.session_id = e.session_id
+            """,
+            params + params,
+            "df",
+        )
+        return frame
+
+    # -- writes -----------------------------------------------------------------------
+    def insert(self, row: dict[str, Any]) -> None:
+        self._write()
+        row = self._redact(row)
+        self.store.run(
+            f"INSERT INTO sessions ({_SESSION}) VALUES ({placeholders(SESSION_COLUMNS)})",
+            [row.get(c) for c in SESSION_COLUMNS],
+        )
+        self._note(row["namespace"], row["session_id"], row["status"], row["last_activity"])
+
+    def insert_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+        count = super().insert_rows(rows)
+        for row in rows:
+            self._note(row["namespace"], row["session_id"], row["status"], row["last_activity"])
+        return count
+
+    def touch(self, namespace: str, session_id: str, now: dt.datetime) -> None:
+        """Move ``last_activity`` forward (never back) on an active session."""
+        self._write()
+        rows = self.store.run(
+            "UPDATE sessions SET last_activity = greatest(last_activity, ?)"
+            " WHERE namespace = ? AND session_id = ? AND status = ? RETURNING session_id",
+            [now, namespace, session_id, ACTIVE],
+        )
+        if rows:
+            self._note(namespace, session_id, ACTIVE, now)
+
+    def save_state(self, namespace: str, session_id: str, state: str, now: dt.datetime) -> None:
+        self._write()
+        state = self._redact({"state": state}, namespace)["state"]
+        self.store.run(
+            "UPDATE sessions SET state = ?, last_activity = greatest(last_activity, ?)"
+            " WHERE namespace = ? AND session_id = ?",
+            [state, now, namespace, session_id],
+        )
+
+    def close(self, namespace: str, session_id: str, state: str, now: dt.datetime) -> None:
+        self._write()
+        state = self._redact({"state": state}, namespace)["state"]
+        self.store.run(
+            "UPDATE sessions SET state = ?, status = ?, closed_at = ?,"
+            " last_activity = greatest(last_activity, ?) WHERE namespace = ? AND session_id = ?",
+            [state, CLOSED, now, now, namespace, session_id],
+        )
+        self._note(namespace, session_id, CLOSED, now)
+
+    def reopen(self, namespace: str, session_id: str, now: dt.datetime) -> None:
+        self._write()
+        self.store.run(
+            "UPDATE sessions SET status = ?, closed_at = NULL,"
+            " last_activity = greatest(last_activity, ?) WHERE namespace = ? AND session_id = ?",
+            [ACTIVE, now, namespace, session_id],
+        )
+        self._note(namespace, session_id, ACTIVE, now)
+
+    def delete(self, namespace: str, session_ids: Sequence[str]) -> list[str]:
+        self._write()
+        rows = self.store.run(
+            "DELETE FROM sessions WHERE namespace = ?"
+            " AND session_id IN (SELECT unnest(?::VARCHAR[])) RETURNING session_id",
+            [namespace, list(session_ids)],
+        )
+        gone = [r[0] for r in rows]
+        if gone:
+            self.store.changed(Change(sessions_inactive={(namespace, s) for s in gone}))
+        return gone
+
+    def _note(self, namespace: str, session_id: str, status: str, last: Any) -> None:
+        key = (namespace, session_id)
+        if status == ACTIVE:
+            self.store.changed(Change(sessions_active={key: last}))
+        else:
+            self.store.changed(Change(sessions_inactive={key}))

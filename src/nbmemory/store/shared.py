@@ -1,0 +1,269 @@
+"""Shared mode: several processes (kernels) using one store file, taking turns.
+
+DuckDB lets one process open a file read-write, and then refuses every other
+process, even read-only.  The default ``Memory(path)`` keeps its connection for
+its whole life (fast; a second kernel gets :class:`~nbmemory.errors.StoreLocked`
+naming the holder's PID).  ``Memory(path, shared=True)`` instead holds the file
+only while a store operation runs:
+
+* every store operation takes a *lease*: an exclusive lock on a sidecar file
+  (``<store>.nbmemory-lock``, via ``filelock``), then opens the DuckDB file, runs,
+  closes it (DuckDB checkpoints on close) and releases the sidecar lock.  Other
+  shared processes wait their turn (up to ``lock_timeout`` seconds) instead of
+  failing; a non-shared holder makes them retry until the timeout, then they get
+  the same one-line :class:`StoreLocked`.
+* threads of one process share the open connection of the current lease (a
+  reference count), so the embedding worker and the caller don't reopen twice.
+* what a process keeps in memory is checked against the file at each lease and
+  at every working-memory read (:meth:`SharedStore.refresh`): when the file
+  changed since this process last closed it (another process wrote), the store
+  announces an unknown change, so the in-memory indexes rebuild and the
+  per-session working memory is dropped.
+
+Costs, measured on this machine (2 cores, duckdb 2.0): every store operation
+opens and closes the file, ~20-30 ms, so ``add_event`` (insert, audit row,
+session touch) costs tens of ms instead of well under one; a search after
+another process wrote rebuilds the in-memory index from the table.  Use it for
+a few kernels sharing a project's memory, not for bulk loads (use the default
+mode, or ``add_events`` which is one lease per call).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import threading
+import time
+from typing import Any
+
+import duckdb
+import filelock
+
+from ..errors import StoreError, StoreLocked
+from .changes import Change
+from .connection import Store
+from .files import check_store_path
+
+#: Environment variable: seconds a shared store waits for its turn (default 30).
+ENV_LOCK_TIMEOUT = "NBMEMORY_LOCK_TIMEOUT"
+
+
+#: Environment variable: ``1`` makes ``Memory(path)`` shared unless ``shared=`` is given.
+ENV_SHARED = "NBMEMORY_SHARED"
+
+
+def shared_from_env() -> bool:
+    """``$NBMEMORY_SHARED`` as a bool (unset or empty: False), so magics and the CLI can share."""
+    raw = os.environ.get(ENV_SHARED, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise StoreError(f"{ENV_SHARED}={raw!r} must be 1 or 0 (true/false)")
+
+
+def default_lock_timeout() -> float:
+    """``$NBMEMORY_LOCK_TIMEOUT`` seconds, else 30: how long a shared store waits its turn."""
+    raw = os.environ.get(ENV_LOCK_TIMEOUT, "30")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise StoreError(f"{ENV_LOCK_TIMEOUT}={raw!r} must be a number of seconds (e.g. 30)")
+    return value
+
+
+Stamp = tuple[Any, ...]
+
+
+def _file_stamp(path: str) -> Stamp:
+    """What changes when another process writes the store: size and mtime of file and WAL."""
+    parts: list[Any] = []
+    for name in (path, path + ".wal"):
+        try:
+            st = os.stat(name)
+        except FileNotFoundError:
+            parts.append(None)
+        else:
+            parts.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(parts)
+
+
+class _Lease:
+    """Process-wide reference count on the open connection of a shared store."""
+
+    def __init__(self, store: SharedStore) -> None:
+        self.store = store
+        self.count = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    def __enter__(self) -> None:
+        with self._cond:
+            if self.count == 0:
+                self.store._open_for_lease()
+            self.count += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._cond:
+            self.count -= 1
+            if self.count == 0:
+                self.store._close_after_lease()
+
+
+class _LeaseLock:
+    """The store's ``_lock`` in shared mode: the usual RLock that also holds a lease.
+
+    Transactions and callers taking ``store._lock`` for a multi-statement operation
+    then keep the file open for all of it.
+    """
+
+    def __init__(self, lease: _Lease) -> None:
+        self._rlock = threading.RLock()
+        self._lease = lease
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._rlock.acquire(blocking, timeout):
+            return False
+        try:
+            self._lease.__enter__()
+        except BaseException:
+            self._rlock.release()
+            raise
+        return True
+
+    def release(self) -> None:
+        try:
+            self._lease.__exit__(None, None, None)
+        finally:
+            self._rlock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class SharedStore(Store):
+    """A :class:`Store` that holds the DuckDB file only while an operation runs."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        lock_timeout: float | None = None,
+    ) -> None:
+        path = str(path)
+        if path == ":memory:":
+            raise StoreError("shared=True needs a store file; ':memory:' is private to a process")
+        self.path = path  # named by StoreLocked if the first turn times out
+        self.lock_timeout = default_lock_timeout() if lock_timeout is None else float(lock_timeout)
+        #: Bumped whenever another process is seen to have changed the file.
+        self.external_changes = 0
+        self._stamp: Stamp | None = None
+        self._stamp_lock = threading.Lock()
+        self._sidecar = filelock.FileLock(path + ".nbmemory-lock", thread_local=False)
+        self._lease = _Lease(self)
+        self._is_closed = False
+        check_store_path(path, read_only=read_only)  # before creating the sidecar beside it
+        sidecar_existed = os.path.exists(self._sidecar.lock_file)
+        self._take_sidecar()
+        try:
+            self._lease.count = 1  # the connection Store.__init__ opens is this first lease
+            super().__init__(path, read_only=read_only)  # connects and migrates
+            self._lease.count = 0
+            self._close_after_lease(release_sidecar=False)
+        except BaseException:
+            con, self.con = getattr(self, "con", None), None
+            if con is not None:  # opened, then failed (a migration): let go of the file
+                with contextlib.suppress(duckdb.Error):
+                    con.close()
+            self._sidecar.release()
+            if not sidecar_existed:  # leave nothing behind beside a file we refused
+                with contextlib.suppress(OSError):
+                    os.remove(self._sidecar.lock_file)
+            raise
+        self._sidecar.release()
+        self._lock = _LeaseLock(self._lease)
+
+    # -- the lease -----------------------------------------------------------------------
+    def _take_sidecar(self) -> None:
+        try:
+            self._sidecar.acquire(timeout=self.lock_timeout)
+        except filelock.Timeout:
+            raise StoreLocked(
+                self.path, None, f"a shared kernel busy for over {self.lock_timeout:g} s"
+            ) from None
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the lock file {self._sidecar.lock_file} beside the store "
+                f"({exc.strerror}); shared=True needs a writable directory"
+            ) from None
+
+    def _open_for_lease(self) -> None:
+        if self._is_closed:
+            raise StoreError("this store is closed; open a new Memory(path)")
+        self._take_sidecar()
+        try:
+            self.note_external_change()
+            deadline = time.monotonic() + self.lock_timeout
+            delay = 0.005
+            while True:
+                try:
+                    self.con = self._connect()
+                    return
+                except StoreLocked:  # a non-shared process holds the file: wait, then give up
+                    if time.monotonic() + delay > deadline:
+                        raise
+                    time.sleep(delay * (0.5 + random.random()))  # jitter, not synchronisation
+                    delay = min(delay * 2, 0.2)
+        except BaseException:
+            self._sidecar.release()
+            raise
+
+    def _close_after_lease(self, release_sidecar: bool = True) -> None:
+        try:
+            con, self.con = self.con, None
+            if con is not None:
+                con.close()
+            with self._stamp_lock:
+                self._stamp = _file_stamp(self.path)
+        finally:
+            if release_sidecar:
+                self._sidecar.release()
+
+    def note_external_change(self) -> bool:
+        """True (and caches marked stale) when the file changed since this process closed it."""
+        now = _file_stamp(self.path)
+        with self._stamp_lock:
+            changed = self._stamp is not None and now != self._stamp
+            if changed:
+                self._stamp = now
+                self.external_changes += 1
+        if changed:  # caches rebuild on their next use; announced directly: this runs
+            self._announce(Change(unknown=True))  # inside the lease's open, not under it
+        return changed
+
+    def refresh(self) -> None:
+        """Notice whether another process wrote the file since this one last held it."""
+        self.note_external_change()
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Close for good (idempotent): later operations raise StoreError."""
+        with self._lease._cond:
+            self._is_closed = True
+            if self.con is not None and self._lease.count == 0:
+                self._close_after_lease()
+
+    @property
+    def closed(self) -> bool:
+        return self._is_closed
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        if self._lease.count == 0:
+            raise StoreError("internal: a shared store was used outside a lease")
+        return super()._cursor()

@@ -1,0 +1,89 @@
+"""What every table object shares: its store, its declaration, and the checks of a write.
+
+A table object (``store.events``, ``store.facts`` ...) keeps one table's SQL in
+one place, in the spirit of sqlite-utils' ``db["facts"]``.  Reads run anywhere;
+writes run only inside a transaction opened by the writer
+(:class:`~nbmemory.store.writer.Writer`), which is how "every change is audited
+and announced" holds for every write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from .schema import Table
+
+if TYPE_CHECKING:
+    from .connection import Store
+
+
+class TableObject:
+    """Base of the table objects: the store, the table declaration, shared helpers."""
+
+    table: Table
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _write(self) -> None:
+        """Refuse a write outside a transaction (writes go through the writer)."""
+        if not self.store.in_transaction:
+            raise RuntimeError(
+                f"internal: a write to {self.table.name} outside a transaction; "
+                "writes go through Writer.transaction()"
+            )
+
+    def _redact(self, row: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """``row`` with secrets removed from the columns the schema marks as user text."""
+        redactor = self.store.redactor
+        if redactor is None:
+            return row
+        out = dict(row)
+        for name in self.table.user_text:
+            value = out.get(name)
+            if isinstance(value, str):
+                out[name], count = redactor(value)
+                if count:
+                    self.store.count_redactions(namespace or out.get("namespace"), count)
+        return out
+
+    def insert_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Bulk insert through Arrow (``INSERT ... BY NAME``); returns the row count."""
+        self._write()
+        if not rows:
+            return 0
+        data = self.table.to_arrow([self._redact(r) for r in rows])
+        return self._insert_arrow(data)
+
+    def _insert_arrow(self, data: pa.Table, returning: str = "") -> Any:
+        with self.store.registered("_nbmemory_rows", data) as view:
+            result = self.store.run(
+                f"INSERT INTO {self.table.name} BY NAME SELECT * FROM {view}"
+                + (f" RETURNING {returning}" if returning else "")
+            )
+        return result if returning else data.num_rows
+
+    def existing(self, values: Iterable[Any], column: str | None = None) -> set[Any]:
+        """Which of ``values`` are already in the key ``column`` (default: the table key)."""
+        column = column or self.table.key[0]
+        if column not in self.table.names:
+            raise ValueError(column)
+        wanted = list(values)
+        if not wanted:
+            return set()
+        sql_type = "INTEGER" if pa.types.is_integer(self._type(column)) else "VARCHAR"
+        rows = self.store.run(
+            f"SELECT {column} FROM {self.table.name}"
+            f" WHERE {column} IN (SELECT unnest(?::{sql_type}[]))",
+            [wanted],
+        )
+        return {row[0] for row in rows}
+
+    def _type(self, column: str) -> pa.DataType:
+        return next(c.type for c in self.table.columns if c.name == column)
+
+    def count(self) -> int:
+        return int(self.store.run(f"SELECT count(*) FROM {self.table.name}")[0][0])

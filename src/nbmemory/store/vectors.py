@@ -1,0 +1,272 @@
+"""``store.vectors``: the vectors stored with events, and rankings computed from them.
+
+Separate from :mod:`.events` because vectors have their own life: written by the
+embedding worker after the row, only for the exact text they were computed from,
+dropped when the text changes or the model does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .changes import Change, Vectors
+from .clauses import where, where_clause
+from .schema import EVENTS, READ_COLUMNS
+from .table import TableObject
+
+_READ = ", ".join(READ_COLUMNS)
+
+
+class EventVectors(TableObject):
+    table = EVENTS
+
+    def pending(self, limit: int | None = None) -> list[tuple[str, str]]:
+        """(id, content) of events with text, no vector and no recorded failure."""
+        sql = (
+            "SELECT id, content FROM events WHERE content IS NOT NULL AND embedding_error IS NULL"
+            " AND embedding IS NULL ORDER BY created_at, id"
+        )
+        params: list[Any] = []
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [(row[0], row[1]) for row in self.store.run(sql, params)]
+
+    def vector_dim(self, model: str) -> int | None:
+        """Dimension of the stored vectors of ``model`` (None when there is none)."""
+        rows = self.store.run(
+            "SELECT len(embedding) FROM events WHERE embedding_model = ?"
+            " AND embedding IS NOT NULL LIMIT 1",
+            [model],
+        )
+        return int(rows[0][0]) if rows else None
+
+    def vector_table(self, model: str) -> pa.Table:
+        """(id, namespace, embedding) of every event embedded by ``model``, as Arrow."""
+        table: pa.Table = self.store.run(
+            "SELECT id, namespace, embedding FROM events"
+            " WHERE embedding IS NOT NULL AND embedding_model = ?",
+            [model],
+            "arrow",
+        )
+        return table
+
+    def embedded_frame(self, namespace: str, model: str, columns: Sequence[str]) -> pd.DataFrame:
+        """Events of ``namespace`` embedded by ``model``, with their vectors, oldest first."""
+        unknown = set(columns) - set(READ_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown columns {unknown}")
+        frame: pd.DataFrame = self.store.run(
+            f"SELECT {', '.join(columns)}, embedding FROM events"
+            " WHERE namespace = ? AND embedding_model = ? AND embedding IS NOT NULL"
+            " ORDER BY created_at, id",
+            [namespace, model],
+            "df",
+        )
+        return frame
+
+    def similar(
+        self,
+        vector: np.ndarray,
+        model: str,
+        *,
+        limit: int,
+        namespace: str | None,
+        threshold: float | None = None,
+        strict: bool = False,
+        filters: dict[str, Any] | None = None,
+        since: Any = None,
+        until: Any = None,
+        exclude_ids: Iterable[str] = (),
+        offset: int = 0,
+        rank_by: str = "similarity",
+    ) -> pd.DataFrame:
+        """Exact top-``limit`` by cosine similarity in SQL (``list_cosine_similarity``).
+
+        The reference ranking: every stored vector of ``model`` in scope is scored.
+        Rows carry ``similarity`` and ``distance_score`` = 1 / (1 + euclidean
+        distance); ``rank_by`` picks which one ranks and meets ``threshold``
+        (``>=``, or ``>`` when ``strict``).  Ties: newest first, then id.
+        """
+        if rank_by not in ("similarity", "distance_score"):
+            raise ValueError(rank_by)
+        clauses, params = where_clause(
+            namespace=namespace, filters=filters, since=since, until=until
+        )
+        clauses += ["embedding IS NOT NULL", "embedding_model = ?"]
+        params.append(model)
+        exclude = list(exclude_ids)
+        if exclude:
+            clauses.append("id NOT IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(exclude)
+        query = np.asarray(vector, dtype=np.float32).tolist()
+        sql = (
+            f"SELECT * FROM (SELECT {_READ},"
+            " list_cosine_similarity(embedding, ?::FLOAT[]) AS similarity,"
+            " 1.0 / (1.0 + list_distance(embedding, ?::FLOAT[])) AS distance_score"
+            f" FROM events{where(clauses)}) WHERE {rank_by} IS NOT NULL"
+        )
+        params = [query, query, *params]
+        if threshold is not None:
+            sql += f" AND {rank_by} {'>' if strict else '>='} ?"
+            params.append(float(threshold))
+        sql += f" ORDER BY {rank_by} DESC, created_at DESC, id LIMIT ? OFFSET ?"
+        params += [int(limit), int(offset)]
+        frame: pd.DataFrame = self.store.run(sql, params, "df")
+        return frame
+
+    def write_vectors(
+        self, ids: Sequence[str], vectors: np.ndarray, model: str, texts: Sequence[str]
+    ) -> list[str]:
+        """Store each vector on its event, only if the event still holds the text it was
+        computed from; clears any earlier error.  Returns the ids written."""
+        self._write()
+        if not len(ids):
+            return []
+        matrix = np.asarray(vectors, dtype=np.float32)
+        data = pa.table(
+            {
+                "id": pa.array(list(ids), pa.string()),
+                "content": pa.array(list(texts), pa.string()),
+                "embedding": pa.FixedSizeListArray.from_arrays(
+                    pa.array(matrix.reshape(-1)), matrix.shape[1]
+                ).cast(pa.list_(pa.float32())),
+            }
+        )
+        with self.store.registered("_nbmemory_vectors", data) as view:
+            written = self.store.run(
+                "UPDATE events SET embedding = v.embedding, embedding_model = ?,"
+                f" embedding_error = NULL FROM {view} v"
+                " WHERE events.id = v.id AND events.content = v.content"
+                " RETURNING events.id, events.namespace",
+                [model],
+            )
+        if written:
+            row_of = {event_id: i for i, event_id in enumerate(ids)}
+            chosen = [row_of[event_id] for event_id, _ in written]
+            self.store.changed(
+                Change(
+                    vectors=[
+                        Vectors(
+                            model, [w[0] for w in written], [w[1] for w in written], matrix[chosen]
+                        )
+                    ]
+                )
+            )
+        return [w[0] for w in written]
+
+    def write_errors(self, errors: dict[str, str]) -> None:
+        """Record why embedding failed for each id (its vector, if any, is dropped)."""
+        self._write()
+        if not errors:
+            return
+        data = pa.table(
+            {
+                "id": pa.array(list(errors), pa.string()),
+                "error": pa.array(list(errors.values()), pa.string()),
+            }
+        )
+        with self.store.registered("_nbmemory_errors", data) as view:
+            self.store.run(
+                "UPDATE events SET embedding = NULL, embedding_error = e.error"
+                f" FROM {view} e WHERE events.id = e.id"
+            )
+        self.store.changed(Change(unvectored=list(errors)))
+
+    def clear_errors(self) -> list[tuple[str, str]]:
+        """Forget recorded embedding failures; returns (id, text) now waiting again."""
+        self._write()
+        rows = [
+            (r[0], r[1])
+            for r in self.store.run(
+                "UPDATE events SET embedding_error = NULL WHERE embedding_error IS NOT NULL"
+                " AND content IS NOT NULL RETURNING id, content"
+            )
+        ]
+        if rows:
+            self.store.changed(Change(to_embed=rows))
+        return rows
+
+    def clear_vectors_not_of(self, model: str, namespace: str | None) -> list[tuple[str, str]]:
+        """Drop vectors made by other models (and failures); returns (id, text) to embed."""
+        self._write()
+        sql = (
+            "UPDATE events SET embedding = NULL, embedding_model = NULL, embedding_error = NULL"
+            " WHERE embedding_model IS DISTINCT FROM ? AND content IS NOT NULL"
+        )
+        params: list[Any] = [model]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            params.append(namespace)
+        rows = [(r[0], r[1]) for r in self.store.run(sql + " RETURNING id, content", params)]
+        if rows:
+            self.store.changed(Change(unvectored=[r[0] for r in rows], to_embed=rows))
+        return rows
+
+
+def embedded_vectors(
+    rows: list[dict[str, Any]],
+    kept: np.ndarray,
+    vectors: dict[str, tuple[str, np.ndarray]],
+    matrix: tuple[str, np.ndarray] | None,
+) -> list[Vectors]:
+    """The vectors that arrive with the rows, by model (rows whose text changed left out)."""
+    if matrix is not None:
+        model, block = matrix
+        block = np.asarray(block, dtype=np.float32)
+        chosen = np.flatnonzero(kept)
+        return [
+            Vectors(
+                model,
+                [rows[i]["id"] for i in chosen],
+                [rows[i]["namespace"] for i in chosen],
+                block[chosen],
+            )
+        ]
+    by_model: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        if row["id"] in vectors and kept[i]:
+            by_model.setdefault(vectors[row["id"]][0], []).append(i)
+    return [
+        Vectors(
+            model,
+            [rows[i]["id"] for i in chosen],
+            [rows[i]["namespace"] for i in chosen],
+            np.stack([np.asarray(vectors[rows[i]["id"]][1], dtype=np.float32) for i in chosen]),
+        )
+        for model, chosen in by_model.items()
+    ]
+
+
+def with_vectors(data: pa.Table, group: Vectors, position: dict[str, int]) -> pa.Table:
+    """``data`` with the vectors of ``group`` in its embedding and embedding_model columns."""
+    n = data.num_rows
+    where = np.array([position[i] for i in group.ids], dtype=np.int64)
+    dim = group.matrix.shape[1]
+    full = np.zeros((n, dim), dtype=np.float32)
+    full[where] = group.matrix
+    mask = np.zeros(n, dtype=bool)
+    mask[where] = True
+    lists = pa.FixedSizeListArray.from_arrays(pa.array(full.reshape(-1)), dim).cast(
+        pa.list_(pa.float32())
+    )
+    old_vectors = data.column("embedding").combine_chunks()
+    old_models = data.column("embedding_model").combine_chunks()
+    models = pa.array([group.model] * n, pa.string())
+    choose = pa.array(mask)
+    data = data.set_column(
+        data.schema.get_field_index("embedding"),
+        "embedding",
+        pc.if_else(choose, lists, old_vectors),
+    )
+    return data.set_column(
+        data.schema.get_field_index("embedding_model"),
+        "embedding_model",
+        pc.if_else(choose, models, old_models),
+    )
