@@ -88,9 +88,8 @@ def index_mb(mem: Memory) -> float:
     the OS does not make it resident; counting rows x dim is what RSS really pays.
     """
     total = 0
-    for index in getattr(mem.store, "_indexes", {}).values():
-        dim = getattr(index, "dim", None) or 0
-        total += len(index) * dim * 4
+    index = mem.indexes.vectors(mem.model_name)
+    total += len(index) * (index.dim or 0) * 4
     return total / 2**20
 
 

@@ -161,7 +161,7 @@ class Settings:
 
 
 #: Retrieval profiles.  ``spec`` is seed 000 exactly; ``hybrid`` is the default
-#: because it finds more of what answers a question (LoCoMo recall@10, README).
+#: because it finds more of what answers a question (LoCoMo recall@10, docs/retrieval.md).
 PROFILES: dict[str, dict[str, Any]] = {
     "spec": {"relevance_threshold": 0.65, "search_mode": "vector"},
     "hybrid": {"relevance_threshold": 0.2, "search_mode": "hybrid"},

@@ -92,7 +92,7 @@ class ThresholdTuner:
     store's settings through :meth:`Memory.apply_thresholds` (audited).
 
     ``queries`` is a question, a list of them, a DataFrame with ``question`` and
-    ``relevant_ids`` columns, or a :class:`~nbmemory.datasets.LoadedConversation`
+    ``relevant_ids`` columns, or a :class:`~nbmemory.research.datasets.LoadedConversation`
     (whose labelled questions are used).
     """
 

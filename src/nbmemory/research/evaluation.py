@@ -1,5 +1,5 @@
-"""Retrieval evaluation with labels: recall@k, precision@k and MRR per strategy,
-and the threshold sweep that turns the spec's guessed thresholds into measured ones.
+"""Retrieval evaluation with labels: recall@k, precision@k and MRR per strategy
+(the threshold sweep is in :mod:`nbmemory.research.thresholds`).
 
 A *strategy* is any function ``(memory, loaded, question, k) -> ranked ids``; the
 built-in ones are registered in :data:`STRATEGIES` and others (keyword/BM25, fused
@@ -9,7 +9,7 @@ rankings) join the same table with :func:`register_strategy`::
     def keyword(memory, loaded, question, k):
         return [...]  # event ids, best first
 
-Questions and their relevant memories come from :class:`~nbmemory.datasets.LoadedConversation`
+Questions and their relevant memories come from :class:`~nbmemory.research.datasets.LoadedConversation`
 (LoCoMo).  Nothing here imports plotly: the CLI uses it without the notebook extra.
 """
 

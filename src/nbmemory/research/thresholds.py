@@ -32,7 +32,7 @@ def labelled_similarities(
     Long format, one row per (question, memory): conversation, query, id,
     similarity and ``relevant`` (the memory is evidence for the question).  This is
     the input of :func:`threshold_sweep` and of the histograms in
-    :mod:`nbmemory.analysis`.
+    :mod:`nbmemory.research.figures`.
     """
     conversations = [loaded] if isinstance(loaded, LoadedConversation) else list(loaded)
     frames = []

@@ -2,7 +2,7 @@
 
 Measured on the five LoCoMo conversations (760 questions, all-MiniLM-L6-v2),
 recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.71
-(README, "Retrieval quality").  For one query:
+(docs/retrieval.md).  For one query:
 
 1. candidates: the top ``candidates`` memories by cosine and the top ``candidates``
    by BM25 (both exact, from the in-memory indexes), plus the turn before and
