@@ -491,6 +491,19 @@ def test_memory_forget_by_time_window(ip, magics):
     assert new.id not in set(magics.memory.events()["id"])
 
 
+def test_memory_forget_purge_erases_the_bytes(ip, magics, capsys):
+    doomed = run(ip, "%%remember\nthe vault code is vault-code-ocelot-58")
+    run(ip, "%%remember\nkeep this one")
+    path = magics.memory.path
+    run(ip, f"%memory forget {doomed.id} --purge")
+    out = capsys.readouterr().out
+    assert "forgot 1 memories" in out and "gone from its bytes" in out
+    assert b"vault-code-ocelot-58" not in Path(path).read_bytes()
+    assert magics.memory.events()["content"].tolist() == ["keep this one"]
+    run(ip, "%memory forget --purge")  # the rewrite alone
+    assert "rewrote" in capsys.readouterr().out
+
+
 def test_memory_forget_refusals_delete_nothing(ip, magics):
     events = remember_conversation(ip)
     before = snapshot(magics)

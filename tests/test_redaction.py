@@ -142,3 +142,125 @@ def test_blocklisted_files_are_refused(name: str) -> None:
 @pytest.mark.parametrize("name", ["AGENTS.md", "notes.txt", "keys.md", "environment.md"])
 def test_ordinary_files_pass(name: str) -> None:
     assert check_ingestable(name).name == name
+
+
+# -- the forms secrets come in, and what only looks like one -----------------------------
+#: (text, the secret that must not survive)
+SECRET_FORMS = [
+    ('{"password": "hunter2"}', "hunter2"),
+    ("{'password': 'hunter2'}", "hunter2"),
+    ('"api_key": "abcd1234efgh"', "abcd1234efgh"),
+    ('{"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}', "wJalrXUtnFEMI"),
+    ("password: hunter2", "hunter2"),
+    ("Password = s3cr3t!", "s3cr3t!"),
+    ("DB_PASSWORD=pg-Secr3t-99", "pg-Secr3t-99"),
+    ("export OPENAI_API_KEY=abcd1234abcd1234", "abcd1234abcd1234"),
+    ("STRIPE_SECRET_KEY='zz_9kd8f7g6h5j4k3l2'", "zz_9kd8f7g6h5j4k3l2"),
+    ("client_secret: 8f7d6c5b4a39281706f5", "8f7d6c5b4a39281706f5"),
+    ("db:\n  password: 'correct horse battery staple'\n", "correct horse battery staple"),
+    ("smtp:\n  passwd: mailpass123\n", "mailpass123"),
+    ("config = {'db_password': 'tr0ub4dor&3', 'host': 'db'}", "tr0ub4dor&3"),
+    ('creds = dict(password="letmein2024")', "letmein2024"),
+    ('{"auth": {"access_token": "ya29.a0AfH6SMBx3"}}', "ya29.a0AfH6SMBx3"),
+    ('{"refresh_token":"1//0gLx8qRt7Wf"}', "1//0gLx8qRt7Wf"),
+    ("GITHUB_TOKEN=ghp_1234567890abcdefghijklmnopqrstuvwxyzAB", "ghp_1234567890abcdefghij"),
+    ("token: ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij", "ghp_ABCDEFGHIJ"),
+    ("my key is sk-proj-abcdefghijklmnopqrstuvwxyz123456", "sk-proj-abcdefghijklmnop"),
+    ("AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    ("slack: xoxb-123456789012-abcdefABCDEF", "xoxb-123456789012"),
+    ("Authorization: Bearer abcdef1234567890abcdef", "abcdef1234567890abcdef"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    ('headers = {"Authorization": "Token 9f8e7d6c5b4a3928"}', "9f8e7d6c5b4a3928"),
+    ("X-Api-Key: 7c2b9e0f4d1a8c3e", "7c2b9e0f4d1a8c3e"),
+    ("curl -H 'x-api-key: qwertyuiop123456' https://api", "qwertyuiop123456"),
+    ("postgres://admin:Sup3rS3cret@db.internal:5432/app", "Sup3rS3cret"),
+    ("https://bob:p%40ss@example.com/repo.git", "p%40ss"),
+    ("redis://:hunter2redis@cache:6379", "hunter2redis"),
+    ("mongodb+srv://svc:Zx9-Qw8@cluster0.mongodb.net", "Zx9-Qw8"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+        "eyJhbGciOiJIUzI1NiJ9",
+    ),
+    (
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+    ),
+    (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\nAAAAA",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU",
+    ),
+    ("card 4111 1111 1111 1111 exp 12/29", "4111 1111 1111 1111"),
+    ("paid with 5500-0000-0000-0004", "5500-0000-0000-0004"),
+    ("amex 378282246310005", "378282246310005"),
+    ("visa 4012888888881881", "4012888888881881"),
+    ("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"),
+    ("maps key AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "AIzaSyD-9tSrke72PouQMnMX"),
+    ("secret: 0a1b2c3d4e5f", "0a1b2c3d4e5f"),
+    ("SESSION_TOKEN=abc.def.ghi.jkl", "abc.def.ghi.jkl"),
+    ("passphrase => 'open sesame please'", "open sesame please"),
+    ('"private_key": "MIIBVgIBADANBgkqhk"', "MIIBVgIBADANBgkqhk"),
+    ("credentials: YWRtaW46YWRtaW4=", "YWRtaW46YWRtaW4="),
+]
+
+#: Texts that look like secrets but are not: left exactly as they are.
+LOOK_ALIKES = [
+    "the password policy requires 12 characters",
+    "I forgot my password yesterday",
+    "api key rotation is scheduled for Monday",
+    "a token bucket limits the request rate",
+    "max_tokens: 4096",
+    "token_count: 42",
+    "password_hint: the name of my first dog",
+    "passport: valid until 2030",
+    "secretary: Jane Doe",
+    "secret_santa = Bob",
+    "The secret to bread is patience",
+    "keyboard layout is qwerty",
+    "https://example.com:8443/path?user=1",
+    "ssh://git@github.com/org/repo.git",
+    "mailto:john@example.com",
+    "email me at john.doe@example.com",
+    "call me on 555-123-4567",
+    "order 4111 1111 1111 1112 was shipped",
+    "ISBN 978-3-16-148410-0",
+    "timestamp 20240508135600123",
+    "version 1.2.3 of the library",
+    "we use sk-learn for the model",
+    "the Bearer of bad news",
+    "-----BEGIN PUBLIC KEY-----",
+    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ user@host",
+    "AKIA is the prefix of AWS access keys",
+    "eyJ starts every JWT",
+    "git commit 3f9c2a1e8b7d6c5b4a39",
+    "uuid 123e4567-e89b-12d3-a456-426614174000",
+    "SELECT password FROM users",
+    "reset your password at /account/reset",
+    "the api_key field is required",
+    "Authorization header missing",
+    "phone +44 20 7946 0958",
+    "pi is 3.14159265358979",
+    "room 4242, floor 3",
+    "sha256 e3b0c44298fc1c149afbf4c8996fb924",
+    "zip 94107, order #100023",
+    "tokens: 512, temperature: 0.2",
+    "the password was changed by IT",
+    "invoice 6011-0000-0000-0005-77",
+    "user:admin at host db01",
+]
+
+
+@pytest.mark.parametrize("text, secret", SECRET_FORMS)
+def test_common_secret_forms_are_caught(text: str, secret: str) -> None:
+    result = redact(text)
+    assert secret not in result.text and result.count >= 1, result.text
+    assert redact(result.text).count == 0  # idempotent
+
+
+@pytest.mark.parametrize("text", LOOK_ALIKES)
+def test_look_alikes_are_left_alone(text: str) -> None:
+    result = redact(text)
+    assert result.text == text and result.count == 0
+
+
+def test_the_tables_are_large_enough() -> None:
+    assert len(SECRET_FORMS) >= 40 and len(LOOK_ALIKES) >= 40

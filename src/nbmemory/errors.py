@@ -31,8 +31,37 @@ class StoreError(NbMemoryError):
     """The store file cannot be opened or used."""
 
 
+class DiskFull(StoreError):
+    """The disk holding the store is full; nothing of the call was stored."""
+
+    #: Once space is freed, the same call succeeds (the store reopens by itself).
+    retryable = True
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"the disk holding the store {path} is full; nothing of this call was stored. "
+            "Free some space and call again: the store reopens by itself."
+        )
+        self.path = path
+
+
+class StoreDamaged(StoreError):
+    """The store file is truncated or corrupt."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(
+            f"the store {path} is damaged ({detail}). Keep a copy of it, then restore into "
+            "a new file from an export (nbmemory state import --store NEW --input EXPORT) "
+            "or from a backup copy of the file."
+        )
+        self.path = path
+
+
 class StoreLocked(StoreError):
     """Another process holds the DuckDB file open for writing."""
+
+    #: Waiting and trying again can succeed (background writers do).
+    retryable = True
 
     def __init__(self, path: str, pid: int | None = None, holder: str | None = None) -> None:
         who = f"process {pid}" if pid else "another process"

@@ -54,15 +54,21 @@ R = TypeVar("R")
 
 
 def _delegate(
-    component: str, method: Callable[Concatenate[Any, P], R]
+    component: str, method: Callable[Concatenate[Any, P], R], *, one_turn: bool = True
 ) -> Callable[Concatenate[Memory, P], R]:
-    """A ``Memory`` method that checks the store is open and calls the feature's method."""
+    """A ``Memory`` method that checks the store is open and calls the feature's method.
+
+    In shared mode the whole call is one turn on the file (its statements queue
+    once), except for calls that wait on other threads or run the caller's code
+    (``one_turn=False``): holding the file then would block those threads.
+    """
     name = method.__name__
 
     @functools.wraps(method)
     def delegator(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
         self._check_open()
-        result: R = getattr(getattr(self, component), name)(*args, **kwargs)
+        with self.store.turn() if one_turn else contextlib.nullcontext():
+            result: R = getattr(getattr(self, component), name)(*args, **kwargs)
         return result
 
     return delegator
@@ -86,6 +92,8 @@ class Memory:
     :class:`~nbmemory.config.Settings` defaults.  ``shared=True`` lets several
     processes use the same file, each holding it only while an operation runs
     (slower; see :mod:`nbmemory.store.shared`); ``None`` reads ``$NBMEMORY_SHARED``.
+    A DuckDB file of another application is refused without being changed, unless
+    ``adopt=True`` asks to add nbmemory's tables beside its own.
 
     Which search is for what:
 
@@ -111,6 +119,7 @@ class Memory:
         namespace: str = DEFAULT_NAMESPACE,
         read_only: bool = False,
         shared: bool | None = None,
+        adopt: bool = False,
         token_counter: Callable[[str], int] = estimate_tokens,
         actor: str = "api",
         **overrides: Any,
@@ -121,7 +130,7 @@ class Memory:
         self.path = str(path) if path is not None else default_store_path()
         self._closed = False
         self._redactor_cache: tuple[Any, Redactor | None] | None = None
-        store = open_store(self.path, read_only=read_only, shared=shared)
+        store = open_store(self.path, read_only=read_only, shared=shared, adopt=adopt)
         store.redactor = self._redact
         self._core = core = build_core(store, model, settings, namespace, actor, token_counter)
         # the parts, for those who need them (tests, research, the notebook)
@@ -297,11 +306,12 @@ class Memory:
     events = _delegate("_events", EventLog.events)
     recent = _delegate("_events", EventLog.recent)
     delete = _delegate("_events", EventLog.delete)
+    purge = _delegate("_events", EventLog.purge)
     status = _delegate("_events", EventLog.status)
     search = _delegate("retriever", Retriever.search)
     get_context = _delegate("retriever", Retriever.get_context)
     embed_query = _delegate("retriever", Retriever.embed_query)
-    flush = _delegate("_embeddings", Embeddings.flush)
+    flush = _delegate("_embeddings", Embeddings.flush, one_turn=False)
     retry_failed_embeddings = _delegate("_embeddings", Embeddings.retry_failed_embeddings)
     reembed = _delegate("_embeddings", Embeddings.reembed)
     memory_vectors = _delegate("_embeddings", Embeddings.memory_vectors)
@@ -340,10 +350,14 @@ class Memory:
     resume_task = _delegate("_tasks", Scheduler.resume_task)
     delete_task = _delegate("_tasks", Scheduler.delete_task)
     due_tasks = _delegate("_tasks", Scheduler.due_tasks)
-    run_due = _delegate("_tasks", Scheduler.run_due)
-    consolidate = _delegate("_consolidation", Consolidation.consolidate)
-    start_consolidation = _delegate("_consolidation", Consolidation.start_consolidation)
-    stop_consolidation = _delegate("_consolidation", Consolidation.stop_consolidation)
+    run_due = _delegate("_tasks", Scheduler.run_due, one_turn=False)
+    consolidate = _delegate("_consolidation", Consolidation.consolidate, one_turn=False)
+    start_consolidation = _delegate(
+        "_consolidation", Consolidation.start_consolidation, one_turn=False
+    )
+    stop_consolidation = _delegate(
+        "_consolidation", Consolidation.stop_consolidation, one_turn=False
+    )
     # -- sessions, audit, AGENTS.md, export and import -----------------------------------------
     start_session = _delegate("_sessions", Sessions.start_session)
     continue_session = _delegate("_sessions", Sessions.continue_session)
@@ -356,7 +370,7 @@ class Memory:
     audit_log = _delegate("_audit", Audit.audit_log)
     cleanup_audit = _delegate("_audit", Audit.cleanup_audit)
     sync_agents_md = _delegate("_agents_md", AgentsMd.sync_agents_md)
-    watch_agents_md = _delegate("_agents_md", AgentsMd.watch_agents_md)
+    watch_agents_md = _delegate("_agents_md", AgentsMd.watch_agents_md, one_turn=False)
     export_json = _delegate("_transfer", Transfer.export_json)
     import_json = _delegate("_transfer", Transfer.import_json)
     import_sqlite = _delegate("_sqlite", SqliteImport.import_sqlite)

@@ -24,36 +24,65 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import InvalidInput
 
 #: What replaces a secret.
 REDACTED = "[REDACTED]"
 
-# Secrets start after an optional quote and never with "[REDACTED]" (idempotence).
-_VALUE = r"""['"]?(?P<secret>(?!\[REDACTED\])[^'"\s]+)"""
+# A value after a secret's name: in double or single quotes (may hold spaces), or
+# bare up to a space or a quote.  Never "[REDACTED]",
+# so redacting twice changes nothing and counts nothing.
+_NOT_DONE = r"(?!\[REDACTED\])"
+_VALUE = (
+    rf""""(?P<secret_dq>{_NOT_DONE}[^"\n]+)"|'(?P<secret_sq>{_NOT_DONE}[^'\n]+)'"""
+    rf"""|(?P<secret>{_NOT_DONE}[^\s"']+)"""
+)
+# A name that says its value is secret, as the last word of a key: password,
+# db_password, "aws_secret_access_key", X-Api-Key, client_secret, auth_token ...
+# (but not max_tokens, password_hint or passport).
+_SECRET_NAME = (
+    r"(?:[A-Za-z0-9]+[_.-])*"
+    r"(?:pass(?:word|wd|phrase)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?"
+    r"|(?:api|access|private|client|signing|encryption)[_-]?(?:key|secret)|apikey"
+    r"|(?:auth|access|refresh|session|bearer|api|id)?[_-]?token)"
+)
+_KEY_VALUE = (
+    rf"(?i)(?<![A-Za-z0-9_]){_SECRET_NAME}(?![A-Za-z0-9_])"
+    rf"""["']?\s*(?:=>|:=|[:=](?![=>]))\s*(?:{_VALUE})"""
+)
+_PEM = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 
-#: (name, regex) applied in this order.  A ``secret`` group, when present, is the
-#: part replaced; otherwise the whole match is.
+#: (name, regex) applied in this order.  A ``secret`` group (``secret``,
+#: ``secret_dq``, ``secret_sq``), when present, is the part replaced; otherwise
+#: the whole match is.
 DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = (
+    # the block, or as much of it as was pasted (a missing END line)
     (
         "private_key",
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-        r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
-    ),
+        _PEM + r"(?:\s*[A-Za-z0-9+/=]{4,})*\s*(?:-----END [A-Z0-9 ]*PRIVATE KEY"
+        r"(?: BLOCK)?-----)?",
+    ),  # fmt: skip
     ("aws_access_key_id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
-    (
-        "aws_secret_access_key",
-        r"(?i)aws_?secret_?access_?key\s*[:=]\s*['\"]?(?P<secret>[A-Za-z0-9/+=]{40})",
-    ),
     ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
-    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-|ant-)?[A-Za-z0-9_-]{20,}"),
     ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("stripe_key", r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
     ("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
-    ("bearer_token", r"(?i)\bbearer\s+(?P<secret>(?!\[REDACTED\])[A-Za-z0-9\-._~+/]{16,}=*)"),
-    # Vectora's audit.redact_patterns, case-insensitive here
-    ("password", r"(?i)password\s*[:=]\s*" + _VALUE),
-    ("api_key", r"(?i)api[_-]?key\s*[:=]\s*" + _VALUE),
+    (
+        "authorization",
+        rf"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest)?\s*"
+        rf"(?P<secret>{_NOT_DONE}[A-Za-z0-9\-._~+/]{{8,}}=*)",
+    ),
+    ("bearer_token", rf"(?i)\bbearer\s+(?P<secret>{_NOT_DONE}[A-Za-z0-9\-._~+/]{{16,}}=*)"),
+    # user:password@ in a URL (the user name stays)
+    ("url_password", rf"\b[a-z][a-z0-9+.-]*://[^\s/:@]*:(?P<secret>{_NOT_DONE}[^\s/@]+)@"),
+    # Vectora's password / api_key patterns, grown to JSON, YAML, dicts and env files
+    ("secret_value", _KEY_VALUE),
+    # 13-19 digits of a card number (Luhn-checked, see _CHECKS)
+    ("payment_card", r"(?<![\d-])[3-6]\d{3}(?:[ -]?\d){9,15}(?![\d-])"),
 )
 
 #: File names refused for ingestion (fnmatch patterns on the base name, case-insensitive).
@@ -85,20 +114,48 @@ class Redactor:
         total = 0
         kinds: list[str] = []
         for name, pattern in self.patterns:
-            text, count = pattern.subn(_replace, text)
-            if count:
-                total += count
+            check = _CHECKS.get(name)
+            found = 0
+
+            def replace(match: re.Match[str], check: Any = check) -> str:
+                nonlocal found
+                if check is not None and not check(match):
+                    return match.group(0)
+                found += 1
+                return _replace(match)
+
+            text = pattern.sub(replace, text)
+            if found:
+                total += found
                 kinds.append(name)
         return Redaction(text, total, tuple(kinds))
 
 
 def _replace(match: re.Match[str]) -> str:
-    if "secret" in match.re.groupindex and match.group("secret") is not None:
-        start = match.start("secret") - match.start()
-        end = match.end("secret") - match.start()
-        whole = match.group(0)
-        return whole[:start] + REDACTED + whole[end:]
+    for group in ("secret", "secret_dq", "secret_sq"):
+        if group in match.re.groupindex and match.group(group) is not None:
+            start = match.start(group) - match.start()
+            end = match.end(group) - match.start()
+            whole = match.group(0)
+            return whole[:start] + REDACTED + whole[end:]
     return REDACTED
+
+
+def _luhn(match: re.Match[str]) -> bool:
+    """Whether the digits pass the Luhn check (what makes a number a card number)."""
+    digits = [int(c) for c in match.group(0) if c.isdigit()]
+    total = 0
+    for i, digit in enumerate(reversed(digits)):
+        if i % 2:
+            digit *= 2
+            if digit > 9:
+                digit -= 9
+        total += digit
+    return total % 10 == 0
+
+
+#: Extra checks a match must pass to count as a secret.
+_CHECKS = {"payment_card": _luhn}
 
 
 def compile_pattern(regex: str, name: str = "pattern") -> re.Pattern[str]:

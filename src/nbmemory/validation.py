@@ -178,6 +178,17 @@ def dump_json_arg(value: Any, name: str) -> str | None:
     return check_text(value, name, allow_empty=True)
 
 
+def vector_problem(vector: np.ndarray) -> str | None:
+    """What makes a vector unusable for cosine similarity (None when it is fine)."""
+    if vector.ndim != 1 or not len(vector):
+        return "not a flat list of numbers"
+    if not np.isfinite(vector).all():
+        return "NaN or infinite values"
+    if not np.any(vector):
+        return "the zero vector"
+    return None
+
+
 def is_missing(value: Any) -> bool:
     """None, NaN, NaT or pd.NA: how pandas may spell SQL NULL."""
     if value is None or value is pd.NA or value is pd.NaT:

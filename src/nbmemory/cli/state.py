@@ -177,6 +177,17 @@ def cmd_memory_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_memory_purge(args: argparse.Namespace) -> int:
+    """Rewrite the store file from its live rows (what plain deletion leaves behind goes)."""
+    with _open(args) as mem:
+        result = mem.purge()
+    print(
+        f"rewrote {result['path']}: {result['bytes_before']:,} -> {result['bytes_after']:,} bytes;"
+        " deleted and changed text is gone from the file"
+    )
+    return 0
+
+
 # -- health ------------------------------------------------------------------------------------
 def cmd_health(args: argparse.Namespace) -> int:
     """Check that the store opens, the model loads, and how many embeddings are pending."""
@@ -264,6 +275,11 @@ def add_commands(sub: Any) -> None:
     _common(sync)
     sync.add_argument("--file", default="AGENTS.md", help="the file (default ./AGENTS.md)")
     sync.set_defaults(func=cmd_memory_sync)
+    purge = memory_sub.add_parser(
+        "purge", help="rewrite the store file so deleted or changed text is gone from its bytes"
+    )
+    _common(purge, namespace=False)
+    purge.set_defaults(func=cmd_memory_purge)
 
     health = sub.add_parser("health", help="store opens, model loads, embedding backlog")
     _common(health, namespace=False)

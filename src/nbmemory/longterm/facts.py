@@ -71,7 +71,7 @@ class Facts:
         """The current fact as a dict; :class:`InvalidInput` when there is none."""
         ns = self.core.ns(namespace)
         row = self.core.store.facts.get(
-            ns, check_name(category, "category"), check_name(key, "key")
+            ns, self._name(category, "category"), self._name(key, "key")
         )
         if row is None:
             raise InvalidInput(
@@ -82,7 +82,7 @@ class Facts:
     def facts(self, category: str | None = None, *, namespace: str | None = None) -> pd.DataFrame:
         """Current facts as a DataFrame (one category, or all), by category then key."""
         if category is not None:
-            category = check_name(category, "category")
+            category = self._name(category, "category")
         return self.core.store.facts.frame(self.core.ns(namespace), category)
 
     def fact_history(
@@ -93,14 +93,14 @@ class Facts:
         namespace: str | None = None,
     ) -> pd.DataFrame:
         """Replaced (or deleted) values, newest supersession first."""
-        category = None if category is None else check_name(category, "category")
-        key = None if key is None else check_name(key, "key")
+        category = None if category is None else self._name(category, "category")
+        key = None if key is None else self._name(key, "key")
         return self.core.store.facts.history(self.core.ns(namespace), category, key)
 
     def delete_fact(self, category: str, key: str, *, namespace: str | None = None) -> bool:
         """Remove a fact (its last value is kept in history); True if it existed."""
-        category = check_name(category, "category")
-        key = check_name(key, "key")
+        category = self._name(category, "category")
+        key = self._name(key, "key")
         ns = self.core.ns(namespace)
         with self.core.writer.transaction() as tx:
             fact_id = tx.facts.delete(ns, category, key, utcnow())
@@ -126,7 +126,7 @@ class Facts:
         if threshold is not None:
             threshold = check_unit_interval(threshold, "threshold", low=-1.0)
         if category is not None:
-            category = check_name(category, "category")
+            category = self._name(category, "category")
         ns = self.core.ns(namespace)
         vector = self.core.retriever.embed_query(query)
         self._embed_facts(ns)
@@ -134,6 +134,10 @@ class Facts:
             vector, self.core.model, namespace=ns, limit=limit, threshold=threshold,
             category=category,
         )  # fmt: skip
+
+    def _name(self, value: str, label: str) -> str:
+        """A category or key as stored (redacted like everything users hand in)."""
+        return self.core.redact(check_name(value, label))[0]
 
     def _embed_facts(self, namespace: str) -> int:
         """Embed the namespace's facts that have no vector from the current model."""

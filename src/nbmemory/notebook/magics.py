@@ -401,6 +401,10 @@ class MemoryMagics(Magics):
         has_filter = any(v is not None for v in filters.values()) or args.all
         if args.ids and has_filter:
             raise UsageError("%memory forget: give ids or filters, not both")
+        if args.purge and not args.ids and not has_filter:  # only the rewrite
+            purged = mem.purge()
+            print(f"rewrote {purged['path']}: {purged['bytes_after']:,} bytes")
+            return None
         if not args.ids and not has_filter:
             raise UsageError(
                 "%memory forget: forget what? give ids, or --session/--role/--since/--until, "
@@ -417,6 +421,9 @@ class MemoryMagics(Magics):
             return frame
         deleted = mem.delete(list(frame["id"])) if len(frame) else 0
         print(f"forgot {deleted} memories")
+        if args.purge:
+            purged = mem.purge()
+            print(f"rewrote {purged['path']}: the forgotten text is gone from its bytes")
         return frame
 
     def _memory_export(self, args: argparse.Namespace) -> Any:

@@ -193,6 +193,11 @@ _FORGET.add_argument("--all", action="store_true", help="every memory of the nam
 _FORGET.add_argument(
     "--dry-run", action="store_true", help="show what would be forgotten, delete nothing"
 )
+_FORGET.add_argument(
+    "--purge",
+    action="store_true",
+    help="then rewrite the store file, so the forgotten text is gone from its bytes too",
+)
 _EXPORT = _SUB.add_parser("export", help="write memories to a JSON file")
 _EXPORT.add_argument("path", help="JSON file to write")
 _EXPORT.add_argument("--session", help="only this session")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..errors import InvalidInput
 from ..retrieval.context import STRATEGIES as CONTEXT_STRATEGIES
 from ..state.embeddings import VECTOR_FRAME_COLUMNS
 from ..validation import check_name
@@ -100,7 +101,9 @@ def recall_at_thresholds(
     of the questions get no turn above it".
     """
     if "relevant" not in similarities.columns:
-        raise ValueError("needs a labelled similarity frame")
+        raise InvalidInput(
+            "recall_at_thresholds needs labelled similarities (labelled_similarities(...))"
+        )
     chosen = dict(thresholds or SPEC_THRESHOLDS)
     key = ["conversation", "query_index"] if "conversation" in similarities else ["query_index"]
     best = similarities.groupby(key)["similarity"].max().to_numpy()

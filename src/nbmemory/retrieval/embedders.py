@@ -223,7 +223,7 @@ def check_vectors(vectors: Any, count: int, dim: int | None) -> tuple[np.ndarray
     if dim is not None and array.shape[1] != dim:
         raise EmbedderError(f"expected {dim}-dimensional vectors, got {array.shape[1]}")
     finite = np.isfinite(array).all(axis=1)
-    norms = np.linalg.norm(np.where(np.isfinite(array), array, 0), axis=1)
+    norms = np.linalg.norm(np.where(np.isfinite(array), array, 0).astype(np.float64), axis=1)
     for row in np.flatnonzero(~finite):
         errors[int(row)] = "embedding contains NaN or infinite values"
     for row in np.flatnonzero(finite & (norms == 0)):

@@ -46,7 +46,7 @@ class VectorIndex:
     def rebuild(self, ids: Sequence[str], namespaces: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the content with these rows (from a full read of the table)."""
         with self._lock:
-            matrix = _normalise(np.asarray(vectors, dtype=np.float32))
+            matrix = normalise_rows(np.asarray(vectors, dtype=np.float32))
             self.dim = matrix.shape[1] if matrix.size else self.dim
             self._matrix = matrix
             self._ids = list(ids)
@@ -64,7 +64,7 @@ class VectorIndex:
 
     def upsert(self, ids: Sequence[str], namespaces: Sequence[str], vectors: np.ndarray) -> None:
         """Add or replace rows."""
-        vectors = _normalise(np.asarray(vectors, dtype=np.float32))
+        vectors = normalise_rows(np.asarray(vectors, dtype=np.float32))
         if not len(ids):
             return
         if self.dim is None:
@@ -160,10 +160,10 @@ class VectorIndex:
             q = np.asarray(query, dtype=np.float32).reshape(-1)
             if self.dim is not None and q.shape[0] != self.dim:
                 return []
-            norm = float(np.linalg.norm(q))
+            norm = unit_norm(q)
             if norm == 0:
                 return []
-            scores = self._matrix[:n] @ (q / norm)
+            scores = self._matrix[:n] @ (q.astype(np.float64) / norm).astype(np.float32)
             valid = self._alive[:n].copy()
             if namespace is not None:
                 code = self._ns.get(namespace)
@@ -199,13 +199,15 @@ class VectorIndex:
         """Cosine similarity of ``query`` to each of ``ids`` that has a vector here."""
         with self._lock:
             q = np.asarray(query, dtype=np.float32).reshape(-1)
-            norm = float(np.linalg.norm(q))
+            norm = unit_norm(q)
             if norm == 0 or (self.dim is not None and q.shape[0] != self.dim):
                 return {}
             found = [(i, self._pos[i]) for i in ids if i in self._pos]
             if not found:
                 return {}
-            rows = self._matrix[[pos for _, pos in found]] @ (q / norm)
+            rows = self._matrix[[pos for _, pos in found]] @ (q.astype(np.float64) / norm).astype(
+                np.float32
+            )
             return {
                 event_id: float(min(1.0, max(-1.0, score)))
                 for (event_id, _), score in zip(found, rows, strict=True)
@@ -220,9 +222,24 @@ def positions_mask(positions: dict[str, int], ids: Iterable[str], size: int) -> 
     return mask
 
 
-def _normalise(matrix: np.ndarray) -> np.ndarray:
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, float32; zero rows stay zero.
+
+    Norms are taken in float64, a block of rows at a time: a float32 vector with
+    values near 1e38 has a norm float32 cannot hold (it would become 0 after
+    dividing by inf), and a float64 copy of a million rows would double the RAM.
+    """
     if matrix.ndim != 2 or matrix.size == 0:
         return matrix.reshape(len(matrix), -1) if matrix.ndim == 1 else matrix
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+    out = np.empty(matrix.shape, dtype=np.float32)
+    for start in range(0, len(matrix), 65536):
+        block = matrix[start : start + 65536].astype(np.float64)
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        out[start : start + 65536] = block / norms
+    return out
+
+
+def unit_norm(vector: np.ndarray) -> float:
+    """The Euclidean norm of one vector, safe from float32 overflow."""
+    return float(np.linalg.norm(np.asarray(vector, dtype=np.float64)))

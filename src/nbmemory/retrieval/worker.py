@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,9 +57,12 @@ class EmbeddingWorker:
         self._idle = threading.Condition()
         self._pending = 0
         self._stopping = False
+        self._stopped = threading.Event()
         self.last_error: str | None = None
         self.embedded = 0
         self.failed = 0
+        #: Writes tried again after the store was busy (shared mode) or unavailable.
+        self.retries = 0
         self._thread = threading.Thread(target=self._run, name="nbmemory-embedder", daemon=True)
         self._thread.start()
 
@@ -101,6 +105,7 @@ class EmbeddingWorker:
         if self._stopping:
             return
         self._stopping = True
+        self._stopped.set()
         self._queue.put(None)
         self._thread.join(timeout)
 
@@ -152,7 +157,7 @@ class EmbeddingWorker:
             vectors, errors = check_vectors(self.embedder.embed(texts), len(texts), self.dim)
         except Exception:
             if len(batch) == 1:
-                self.write_errors({ids[0]: _describe_failure()})
+                self._write(self.write_errors, {ids[0]: _describe_failure()})
                 self.failed += 1
             else:  # isolate the texts that fail
                 for item in batch:
@@ -162,11 +167,30 @@ class EmbeddingWorker:
         if good and self.dim is None:
             self.dim = int(vectors.shape[1])
         if good:
-            self.write_vectors([ids[i] for i in good], [texts[i] for i in good], vectors[good])
+            chosen = vectors[good]
+            self._write(
+                self.write_vectors, [ids[i] for i in good], [texts[i] for i in good], chosen
+            )
             self.embedded += len(good)
         if errors:
-            self.write_errors({ids[i]: message for i, message in errors.items()})
+            self._write(self.write_errors, {ids[i]: message for i, message in errors.items()})
             self.failed += len(errors)
+
+    def _write(self, write: Callable[..., None], *args: Any) -> None:
+        """Write, trying again while the store is busy (another kernel's turn) until it
+        succeeds or the worker stops: a computed batch is never dropped for a busy file."""
+        delay = 0.05
+        while True:
+            try:
+                write(*args)
+                return
+            except Exception as exc:
+                if not getattr(exc, "retryable", False) or self._stopping:
+                    raise
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.retries += 1
+                self._stopped.wait(delay)  # returns at once when the store closes
+                delay = min(delay * 2, 2.0)
 
 
 def _describe_failure() -> str:

@@ -186,7 +186,8 @@ def sync(core: Core, path: str | os.PathLike[str], *, namespace: str) -> SyncRes
     for section in parse_sections(text):
         safe, count = core.redact(section.text)
         result.redacted += count
-        wanted[section.key] = (section, safe)
+        key, heading = core.redact(section.key)[0], core.redact(section.heading)[0]
+        wanted[key] = (Section(key, heading, section.level, section.text), safe)
     with core.writer.transaction() as tx:
         existing = _synced_sections(core, namespace, source)
         new_rows: list[dict[str, Any]] = []

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import Core
+from ..retrieval.vector_index import normalise_rows
 from ..validation import check_text
 
 #: Columns of a memory row returned with its vector by :meth:`Embeddings.memory_vectors`.
@@ -60,7 +61,7 @@ class Embeddings:
         )
         if frame.empty:
             return frame[VECTOR_FRAME_COLUMNS], np.zeros((0, 0), dtype=np.float32)
-        matrix = unit_rows(np.stack(frame["embedding"].to_numpy()))
+        matrix = normalise_rows(np.stack(frame["embedding"].to_numpy()).astype(np.float32))
         return frame[VECTOR_FRAME_COLUMNS].reset_index(drop=True), matrix
 
     def embed_queries(self, queries: list[str]) -> np.ndarray:
@@ -68,13 +69,4 @@ class Embeddings:
         texts = [check_text(q, "query") for q in queries]
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return unit_rows(np.asarray(self.core.embedder.embed(texts), dtype=np.float32))
-
-
-def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero), as float32."""
-    matrix = np.asarray(matrix, dtype=np.float32)
-    if matrix.ndim == 1:
-        matrix = matrix.reshape(1, -1)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+        return normalise_rows(np.asarray(self.core.embedder.embed(texts), dtype=np.float32))

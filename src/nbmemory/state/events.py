@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pandas as pd
@@ -120,7 +121,7 @@ class EventLog:
 
     def delete(self, ids: str | list[str], *, namespace: str | None = None) -> int:
         """Delete events by id (within the namespace); returns how many were deleted."""
-        wanted = [ids] if isinstance(ids, str) else [check_name(i, "id") for i in ids]
+        wanted = [check_name(i, "id") for i in ([ids] if isinstance(ids, str) else ids)]
         ns = self.core.ns(namespace)
         if not wanted:
             return 0
@@ -129,6 +130,22 @@ class EventLog:
             if deleted:
                 tx.audit("delete", deleted, ns)
         return len(deleted)
+
+    def purge(self) -> dict[str, Any]:
+        """Rewrite the store file so forgotten text is gone from its bytes; returns sizes.
+
+        ``delete``, ``forget`` and ``update_memory`` remove text from every query at
+        once, but DuckDB leaves the old bytes in the file's free blocks until they
+        are reused.  ``purge`` copies the live rows into a new file and swaps it in,
+        so nothing deleted can be read back from the disk (an export taken before
+        stays as it was, and so do backups and copies of the file).
+        """
+        store = self.core.store
+        before = os.path.getsize(store.path) if store.path != ":memory:" else 0
+        store.rewrite()
+        after = os.path.getsize(store.path) if store.path != ":memory:" else 0
+        self.core.writer.audit("purge", [], None, {"bytes_before": before, "bytes_after": after})
+        return {"path": store.path, "bytes_before": before, "bytes_after": after}
 
     def status(self) -> dict[str, Any]:
         """Path, model, counts per namespace/session/kind and the embedding backlog."""

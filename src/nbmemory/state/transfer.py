@@ -67,7 +67,7 @@ from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
 from ..events import build_row, plain
 from ..store.schema import EVENTS, SESSIONS
-from ..validation import check_name, is_missing, to_utc, utcnow
+from ..validation import check_name, is_missing, to_utc, utcnow, vector_problem
 from ..version import __version__
 from .sessions import parse_state
 
@@ -283,7 +283,25 @@ def _item_vector(item: dict[str, Any]) -> tuple[str, np.ndarray] | None:
         raise InvalidInput("embedding must be base64 text with a positive embedding_dim")
     if not isinstance(model, str) or not model:
         raise InvalidInput("an embedding needs its embedding_model")
-    return model, decode_vector(vector, dim)
+    values = decode_vector(vector, dim)
+    problem = vector_problem(values)
+    if problem:
+        raise InvalidInput(f"embedding is {problem}")
+    return model, values
+
+
+def _check_dimensions(core: Core, rows: list[dict[str, Any]]) -> None:
+    """Vectors of the store's model must have its dimension (others are kept as they are)."""
+    mine = [(i, r) for i, r in enumerate(rows) if r["vector"] and r["vector"][0] == core.model]
+    if not mine:
+        return
+    expected = core.store.vectors.vector_dim(core.model) or core.embedder.dim
+    for index, row in mine:
+        if len(row["vector"][1]) != expected:
+            raise InvalidInput(
+                f"events[{index}] ({row['id']!r}): embedding has {len(row['vector'][1])} values "
+                f"but {core.model} makes {expected}; export it again from a store of that model"
+            )
 
 
 def _session_row(item: Any, index: int, namespace: str | None) -> dict[str, Any]:
@@ -336,6 +354,7 @@ def import_json(
     ids = [r["id"] for r in rows]
     if len(set(ids)) != len(ids):
         raise InvalidInput(f"{path}: the file repeats event ids; it was not made by export")
+    _check_dimensions(core, rows)
     with core.writer.transaction() as tx:
         added, skipped = _new_rows(core, rows)
         vectors = {r["id"]: r.pop("vector") for r in rows if r.get("vector") is not None}

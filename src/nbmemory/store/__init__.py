@@ -34,10 +34,15 @@ __all__ = [
 ]
 
 
-def open_store(path: str, *, read_only: bool = False, shared: bool | None = None) -> Store:
-    """The store at ``path``: shared (several processes) when asked or ``$NBMEMORY_SHARED=1``."""
+def open_store(
+    path: str, *, read_only: bool = False, shared: bool | None = None, adopt: bool = False
+) -> Store:
+    """The store at ``path``: shared (several processes) when asked or ``$NBMEMORY_SHARED=1``.
+
+    ``adopt=True`` lets nbmemory add its tables to another application's DuckDB file.
+    """
     if shared is None and path != ":memory:":
         shared = shared_from_env()
     if shared:
-        return SharedStore(path, read_only=read_only)
-    return Store(path, read_only=read_only)
+        return SharedStore(path, read_only=read_only, adopt=adopt)
+    return Store(path, read_only=read_only, adopt=adopt)

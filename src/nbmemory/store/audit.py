@@ -43,6 +43,8 @@ class AuditTable(TableObject):
         else:
             ids_sql, ids_param = "?::VARCHAR[]", ids  # type: ignore[assignment]
         text = json.dumps(details, ensure_ascii=False, default=str, sort_keys=True)
+        if self.store.redactor is not None:  # details quote what callers handed in
+            text = self.store.redactor(text)[0]
         self.store.run(
             "INSERT INTO audit_log (logged_at, namespace, actor, action, target_ids, details)"
             f" VALUES (make_timestamp(?), ?, ?, ?, {ids_sql}, ?)",

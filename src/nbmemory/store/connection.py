@@ -50,7 +50,9 @@ Params = Sequence[Any] | dict[str, Any] | None
 class Store:
     """One open DuckDB file (or ``:memory:``) with nbmemory's schema."""
 
-    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, read_only: bool = False, adopt: bool = False
+    ) -> None:
         self.path = str(path)
         self.read_only = read_only
         #: Held by every statement and transaction (a read-modify-write holds it throughout).
@@ -63,6 +65,8 @@ class Store:
         #: Removes secrets from user text before it is stored: ``text -> (text, count)``.
         self.redactor: Callable[[str], tuple[str, int]] | None = None
         self._tx_owner: int | None = None
+        #: Set when the connection was let go after a file error: the next call reopens.
+        self._reopen = False
         self._pending: Change | None = None
         self.events = EventsTable(self)
         self.vectors = EventVectors(self)
@@ -74,8 +78,15 @@ class Store:
         self.audit = AuditTable(self)
         self.meta = MetaTable(self)
         self.con: duckdb.DuckDBPyConnection | None = self._connect()
-        if not read_only:
-            migrations.migrate(self)
+        try:
+            files.check_blocks(self.con, self.path)
+            if read_only:
+                migrations.check_readable(self)
+            else:
+                migrations.migrate(self, adopt=adopt)
+        except BaseException:
+            self.close()  # a refused file is let go at once
+            raise
 
     # -- connection -------------------------------------------------------------------
     def _connect(self) -> duckdb.DuckDBPyConnection:
@@ -84,18 +95,27 @@ class Store:
     def close(self) -> None:
         """Close the connection (idempotent)."""
         with self._lock:
+            self._reopen = False
             if self.con is not None:
-                self.con.close()
-                self.con = None
+                con, self.con = self.con, None
+                with contextlib.suppress(duckdb.Error):  # a full disk cannot checkpoint
+                    con.close()
 
     @property
     def closed(self) -> bool:
         return self.con is None
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
+        if self.con is None and self._reopen:  # after a full disk or an invalidation
+            self.con = self._connect()
+            self._reopen = False
         if self.con is None:
             raise StoreError("this store is closed; open a new Memory(path)")
         return self.con
+
+    def turn(self) -> contextlib.AbstractContextManager[Any]:
+        """Hold the file for a whole call (shared mode); a no-op for a store this process owns."""
+        return contextlib.nullcontext()
 
     def refresh(self) -> None:
         """Notice changes other processes made (a no-op for a store only this process opens)."""
@@ -115,10 +135,34 @@ class Store:
                     if fetch == "arrow":  # a relation hands Arrow over without a copy
                         return self._cursor().sql(sql, params=params or None).to_arrow_table()
                     return _fetch(self._cursor().execute(sql, params or []), fetch)
-                except duckdb.TransactionException:
-                    if attempt == attempts - 1:
+                except duckdb.TransactionException as exc:
+                    if "invalidated" in str(exc) or attempt == attempts - 1:
+                        self._failed(exc)
                         raise
+                except duckdb.Error as exc:
+                    self._failed(exc)
+                    raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(self, exc: duckdb.Error) -> None:
+        """After an error about the file itself (a full disk, a damaged block, a database
+        DuckDB invalidated): let the connection go, raise a one-line error; the next
+        call opens the file again.  Any other error is the caller's to see."""
+        translated = files.translate(exc, self.path)
+        if translated is None and not (
+            isinstance(exc, duckdb.FatalException) or "invalidated" in str(exc)
+        ):
+            return
+        con, self.con = self.con, None
+        self._reopen = True
+        if con is not None:
+            with contextlib.suppress(duckdb.Error):
+                con.close()
+        self._announce(Change(unknown=True))  # what the caches hold may be gone
+        raise translated or StoreError(
+            f"the store {self.path} stopped working ({files.first_line(str(exc))[:160]}); "
+            "call again: it reopens by itself"
+        ) from None
 
     @contextlib.contextmanager
     def registered(self, name: str, data: pa.Table) -> Iterator[str]:
@@ -150,7 +194,11 @@ class Store:
                 assert self._pending is not None
                 yield self._pending
                 return
-            self._cursor().execute("BEGIN TRANSACTION")
+            try:
+                self._cursor().execute("BEGIN TRANSACTION")
+            except duckdb.Error as exc:
+                self._failed(exc)
+                raise
             self._tx_owner = threading.get_ident()
             self._pending = Change()
             try:
@@ -168,10 +216,12 @@ class Store:
         if self.con is not None:
             try:
                 self.con.execute(verb)
-            except duckdb.Error:
+            except duckdb.Error as exc:
                 if verb == "COMMIT":
-                    with contextlib.suppress(duckdb.Error):
-                        self.con.execute("ROLLBACK")
+                    if self.con is not None:
+                        with contextlib.suppress(duckdb.Error):
+                            self.con.execute("ROLLBACK")
+                    self._failed(exc)
                     raise
         return pending
 
@@ -206,6 +256,40 @@ class Store:
         """Tell every cache that anything may have changed (another writer, plain SQL)."""
         self.changed(Change(unknown=True))
 
+    def rewrite(self) -> None:
+        """Rewrite the file from its live rows, so freed blocks are gone from its bytes.
+
+        DuckDB reuses the space of deleted rows but leaves their old bytes in the
+        file until something overwrites them: a deleted or changed text can still
+        be read with a hex editor.  This copies every table into a new file
+        (``COPY FROM DATABASE``) and puts it in place of the old one atomically.
+        """
+        if self.path == ":memory:" or self.read_only:
+            return
+        with self._lock:
+            if self.in_transaction:
+                raise StoreError("internal: a file cannot be rewritten inside a transaction")
+            con = self._cursor()
+            con.execute("CHECKPOINT")
+            name = con.execute("SELECT current_database()").fetchall()[0][0]
+            fresh = self.path + ".nbmemory-rewrite"
+            for leftover in (fresh, fresh + ".wal"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)
+            # a file name cannot be a parameter of ATTACH: quoted as a literal instead
+            con.execute(f"ATTACH '{fresh.replace(chr(39), chr(39) * 2)}' AS nbmemory_rewrite")
+            try:
+                con.execute(
+                    f'COPY FROM DATABASE "{name.replace(chr(34), chr(34) * 2)}" TO nbmemory_rewrite'
+                )
+            finally:
+                con.execute("DETACH nbmemory_rewrite")
+            con.close()
+            self.con = None
+            files.replace_file(fresh, self.path)
+            self.con = self._connect()
+        self.mark_stale()
+
     # -- the escape hatch: plain SQL -----------------------------------------------------
     def _raw(self, sql: str, params: Params, fetch: str) -> Any:
         with self._lock:
@@ -238,6 +322,13 @@ class Store:
         return rows
 
     # -- schema ------------------------------------------------------------------------
+    def tables(self) -> list[str]:
+        """Names of the tables of the file's main schema."""
+        rows = self.run(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        )
+        return [row[0] for row in rows]
+
     def table_exists(self, name: str) -> bool:
         rows = self.run(
             "SELECT count(*) FROM information_schema.tables "

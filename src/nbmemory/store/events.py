@@ -311,8 +311,9 @@ class EventsTable(TableObject):
         self._write()
         sets = ["updated_at = ?"]
         params: list[Any] = [now]
+        safe = self._redact({"content": content, "metadata": metadata, "namespace": namespace})
+        content, metadata = safe["content"], safe["metadata"]
         if content is not None:
-            content = self._redact({"content": content, "namespace": namespace})["content"]
             sets += ["content = ?", "embedding = NULL", "embedding_model = NULL"]
             sets.append("embedding_error = NULL")
             params.append(content)

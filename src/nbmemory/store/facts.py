@@ -112,7 +112,8 @@ class FactsTable(TableObject):
         the same value only refreshes the source and ``updated_at``.
         """
         self._write()
-        value = self._redact({"value": value}, namespace)["value"]
+        safe = self._redact({"category": category, "key": key, "value": value}, namespace)
+        category, key, value = safe["category"], safe["key"], safe["value"]
         rows = self.store.run(
             "SELECT id, value, source, updated_at FROM facts"
             " WHERE namespace = ? AND category = ? AND key = ?",

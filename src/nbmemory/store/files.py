@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from ..errors import StoreError, StoreLocked
+from ..errors import DiskFull, StoreDamaged, StoreError, StoreLocked
 
 _PID_RE = re.compile(r"PID (\d+)")
 
@@ -78,7 +78,7 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     if path != ":memory:":
         check_store_path(path, read_only=read_only)
     try:
-        return duckdb.connect(path, read_only=read_only)
+        con = duckdb.connect(path, read_only=read_only)
     except duckdb.IOException as exc:
         message = str(exc)
         if "lock" in message.lower():
@@ -97,6 +97,66 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
                 f"cannot open the store {path} for writing (permission denied). "
                 "Pass a writable path, or open it with read_only=True."
             ) from None
-        raise StoreError(f"cannot open the store {path}: {first_line(message)}") from None
+        raise translate(exc, path) or StoreError(
+            f"cannot open the store {path}: {first_line(message)}"
+        ) from None
     except duckdb.Error as exc:
-        raise StoreError(f"cannot open the store {path}: {first_line(str(exc))}") from None
+        raise translate(exc, path) or StoreError(
+            f"cannot open the store {path}: {first_line(str(exc))}"
+        ) from None
+    return con
+
+
+#: What DuckDB says when the file system cannot take another byte.
+_FULL = ("no space left on device", "disk full", "not enough space", "quota exceeded")
+_DAMAGED = ("corrupt database file", "checksum", "could not read enough bytes")
+
+
+def translate(exc: BaseException, path: str) -> StoreError | None:
+    """A DuckDB error about the file itself as a one-line error; None for any other."""
+    message = str(exc).lower()
+    if any(mark in message for mark in _FULL):
+        return DiskFull(path)
+    if any(mark in message for mark in _DAMAGED):
+        return StoreDamaged(path, first_line(str(exc))[:160])
+    return None
+
+
+def check_blocks(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Refuse a file shorter than the blocks its tables use (a cut copy, a backup that ran
+    out of disk): found now, rather than by a later read or write."""
+    if path == ":memory:":
+        return
+    tables = [
+        row[0]
+        for row in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        ).fetchall()
+    ]
+    last = -1
+    for table in tables:
+        row = con.execute("SELECT max(block_id) FROM pragma_storage_info(?)", [table]).fetchone()
+        if row and row[0] is not None:
+            last = max(last, int(row[0]))
+    block_size = int(con.execute("PRAGMA database_size").fetchall()[0][2])
+    header = 3 * 4096  # three 4 KiB headers, then whole blocks
+    actual = os.path.getsize(path)
+    if actual < header or (actual - header) % block_size:
+        raise StoreDamaged(path, f"the file ends inside a block ({actual:,} bytes)")
+    needed = (last + 1) * block_size + header
+    if actual < needed:
+        raise StoreDamaged(path, f"the file is {actual:,} bytes, its tables use {needed:,}")
+
+
+def replace_file(fresh: str, path: str) -> None:
+    """Put ``fresh`` in place of ``path`` atomically, durably, with no WAL left behind."""
+    with open(fresh, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(fresh, path)
+    if os.path.exists(path + ".wal"):
+        os.remove(path + ".wal")
+    folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)

@@ -117,6 +117,7 @@ class MacrosTable(TableObject):
     ) -> int:
         """Insert one macro; returns its id."""
         self._write()
+        next_args = self._redact({"next_args": next_args}, namespace)["next_args"]
         rows = self.store.run(
             "INSERT INTO macros (namespace, trigger_tool, trigger_args_pattern, next_tool,"
             " next_args, confidence, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"

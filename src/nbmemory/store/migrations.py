@@ -16,12 +16,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..config import DEFAULT_MODEL
+from ..errors import StoreError
 
 if TYPE_CHECKING:
     from .connection import Store
 
 #: Version of the file format written in ``nbmemory_meta`` (readers refuse newer ones).
 SCHEMA_VERSION = 1
+#: The marker ``nbmemory_meta.format`` holds in every nbmemory file.
+FORMAT = "nbmemory"
 
 Migration = Callable[["Store"], None]
 MIGRATIONS: list[Migration] = []
@@ -44,26 +47,117 @@ def applied(store: Store) -> set[str]:
     return {row[0] for row in store.run("SELECT name FROM nbmemory_migrations")}
 
 
-def migrate(store: Store) -> list[str]:
-    """Apply the migrations the file lacks, in one transaction; returns their names."""
+#: Tables of nbmemory's own (a foreign file using one of these names is never adopted).
+OWN_TABLES = frozenset(
+    {
+        "nbmemory_meta",
+        "nbmemory_migrations",
+        "events",
+        "facts",
+        "fact_history",
+        "macros",
+        "scheduled_tasks",
+        "terminal_allowed_prefixes",
+        "sessions",
+        "audit_log",
+    }
+)
+#: What the Rust agent's v0.8 store may hold: it is migrated, not refused.
+LEGACY_TABLES = frozenset(
+    {LEGACY_MESSAGES, "facts", "macros", "scheduled_tasks", "terminal_allowed_prefixes"}
+)
+
+
+def check_file(store: Store, *, adopt: bool = False) -> None:
+    """Refuse, before a byte is written, a file nbmemory must not change.
+
+    Ours: a file with ``nbmemory_meta`` of this version or older, an empty file,
+    or the Rust agent's v0.8 store (a ``messages`` table, migrated).  Refused: a
+    file written by a newer nbmemory, and any other application's DuckDB file
+    (unless ``adopt=True`` asks to add nbmemory's tables beside its own, and no
+    table name clashes).
+    """
+    tables = set(store.tables())
+    if "nbmemory_meta" in tables:
+        _check_version(store)
+        return
+    if not tables or (LEGACY_MESSAGES in tables and tables <= LEGACY_TABLES):
+        return
+    listed = ", ".join(sorted(tables)[:6]) + (" ..." if len(tables) > 6 else "")
+    clash = sorted(tables & OWN_TABLES)
+    if adopt and not clash:
+        return
+    if adopt:
+        raise StoreError(
+            f"{store.path} is another application's DuckDB file with its own "
+            f"{', '.join(clash)} table(s); nothing was changed. Use another path for nbmemory."
+        )
+    raise StoreError(
+        f"{store.path} is another application's DuckDB file (tables: {listed}); nothing was "
+        "changed. Pass a new file name, or Memory(path, adopt=True) to add nbmemory's "
+        "tables beside the others."
+    )
+
+
+def check_readable(store: Store) -> None:
+    """A file opened read-only must be nbmemory's (a newer one is readable as far as it goes)."""
+    tables = set(store.tables())
+    if "nbmemory_meta" in tables or not tables:
+        return
+    if not (LEGACY_MESSAGES in tables and tables <= LEGACY_TABLES):
+        raise StoreError(
+            f"{store.path} is not an nbmemory store (tables: {', '.join(sorted(tables)[:6])}); "
+            "pass the path of an nbmemory file"
+        )
+
+
+def _check_version(store: Store) -> None:
+    version = store.schema_version()
+    unknown = sorted(applied(store) - {fn.__name__ for fn in MIGRATIONS})
+    if version > SCHEMA_VERSION or unknown:
+        raise StoreError(
+            f"{store.path} was written by a newer nbmemory (schema version {version}"
+            + (f", migrations {', '.join(unknown)}" if unknown else "")
+            + f"; this nbmemory reads version {SCHEMA_VERSION} and older); nothing was "
+            "changed. Upgrade nbmemory (pip install -U nbmemory), or open it with "
+            "read_only=True to read what this version understands."
+        )
+
+
+def migrate(store: Store, *, adopt: bool = False) -> list[str]:
+    """Apply the migrations the file lacks, in one transaction; returns their names.
+
+    The file is checked first (:func:`check_file`): one that is not nbmemory's,
+    or is newer, is refused without a write.
+    """
+    check_file(store, adopt=adopt)
+    done = applied(store)
+    pending = [fn for fn in MIGRATIONS if fn.__name__ not in done]
+    if not pending and _meta_current(store):
+        return []  # nothing to write: an up-to-date file opens without a write
     with store.transaction():
         store.run(
             "CREATE TABLE IF NOT EXISTS nbmemory_migrations ("
             " name VARCHAR PRIMARY KEY, applied_at TIMESTAMP DEFAULT current_timestamp)"
         )
-        done = applied(store)
-        names = []
-        for fn in MIGRATIONS:
-            if fn.__name__ not in done:
-                fn(store)
-                store.run("INSERT INTO nbmemory_migrations (name) VALUES (?)", [fn.__name__])
-                names.append(fn.__name__)
-        store.run(
-            "INSERT INTO nbmemory_meta VALUES ('schema_version', ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [str(SCHEMA_VERSION)],
-        )
-    return names
+        for fn in pending:
+            fn(store)
+            store.run("INSERT INTO nbmemory_migrations (name) VALUES (?)", [fn.__name__])
+        for key, value in (("schema_version", str(SCHEMA_VERSION)), ("format", FORMAT)):
+            store.run(
+                "INSERT INTO nbmemory_meta VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [key, value],
+            )
+    return [fn.__name__ for fn in pending]
+
+
+def _meta_current(store: Store) -> bool:
+    return (
+        store.table_exists("nbmemory_meta")
+        and store.meta.get("schema_version") == str(SCHEMA_VERSION)
+        and store.meta.get("format") == FORMAT
+    )
 
 
 @migration

@@ -26,7 +26,9 @@ _TS = pa.timestamp("us")
 class Column:
     name: str
     type: pa.DataType
-    #: Text a user or agent handed in: redacted before it is stored.
+    #: Text a user or agent handed in: redacted before it is stored.  Identifiers
+    #: (ids, session ids, namespaces, roles, kinds, tool names, user ids) are stored
+    #: as given: other rows point at them, and a redacted key would break lookups.
     user_text: bool = False
 
 
@@ -67,8 +69,8 @@ EVENTS = Table(
         Column("content", pa.string(), user_text=True),
         Column("tool_call_id", pa.string()),
         Column("tool_name", pa.string()),
-        Column("tool_calls_json", pa.string()),
-        Column("metadata", pa.string()),
+        Column("tool_calls_json", pa.string(), user_text=True),
+        Column("metadata", pa.string(), user_text=True),
         Column("graph_id", pa.string()),
         Column("task_id", pa.string()),
         Column("created_at", _TS),
@@ -97,8 +99,8 @@ FACTS = Table(
     (
         Column("id", pa.int32()),
         Column("namespace", pa.string()),
-        Column("category", pa.string()),
-        Column("key", pa.string()),
+        Column("category", pa.string(), user_text=True),
+        Column("key", pa.string(), user_text=True),
         Column("value", pa.string(), user_text=True),
         Column("source", pa.string()),
         Column("created_at", _TS),
@@ -131,7 +133,7 @@ MACROS = Table(
         Column("trigger_tool", pa.string()),
         Column("trigger_args_pattern", pa.string()),
         Column("next_tool", pa.string()),
-        Column("next_args", pa.string()),
+        Column("next_args", pa.string(), user_text=True),
         Column("confidence", pa.float64()),
         Column("used_count", pa.int32()),
         Column("created_at", _TS),
@@ -145,10 +147,10 @@ SCHEDULED_TASKS = Table(
     (
         Column("id", pa.string()),
         Column("namespace", pa.string()),
-        Column("name", pa.string()),
+        Column("name", pa.string(), user_text=True),
         Column("cron_expr", pa.string()),
         Column("original_schedule", pa.string()),
-        Column("prompt", pa.string()),
+        Column("prompt", pa.string(), user_text=True),
         Column("source", pa.string()),
         Column("is_oneshot", pa.bool_()),
         Column("is_paused", pa.bool_()),
@@ -174,7 +176,7 @@ SESSIONS = Table(
         Column("session_id", pa.string()),
         Column("user_id", pa.string()),
         Column("status", pa.string()),
-        Column("state", pa.string()),
+        Column("state", pa.string(), user_text=True),
         Column("created_at", _TS),
         Column("last_activity", _TS),
         Column("closed_at", _TS),
@@ -191,7 +193,7 @@ AUDIT_LOG = Table(
         Column("actor", pa.string()),
         Column("action", pa.string()),
         Column("target_ids", pa.list_(pa.string())),
-        Column("details", pa.string()),
+        Column("details", pa.string(), user_text=True),
     ),
     key=("id",),
 )

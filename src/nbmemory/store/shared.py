@@ -7,11 +7,12 @@ naming the holder's PID).  ``Memory(path, shared=True)`` instead holds the file
 only while a store operation runs:
 
 * every store operation takes a *lease*: an exclusive lock on a sidecar file
-  (``<store>.nbmemory-lock``, via ``filelock``), then opens the DuckDB file, runs,
-  closes it (DuckDB checkpoints on close) and releases the sidecar lock.  Other
-  shared processes wait their turn (up to ``lock_timeout`` seconds) instead of
-  failing; a non-shared holder makes them retry until the timeout, then they get
-  the same one-line :class:`StoreLocked`.
+  (``<store>.nbmemory-lock``), then opens the DuckDB file, runs, closes it (DuckDB
+  checkpoints on close) and releases the sidecar lock.  Other shared processes
+  wait their turn (up to ``lock_timeout`` seconds), granted in the order they
+  asked (:mod:`.turns`); a non-shared holder makes them retry until the timeout,
+  then they get the same one-line :class:`StoreLocked`.  One call of the API is
+  one lease: its rows, audit row and session touch commit together or not at all.
 * threads of one process share the open connection of the current lease (a
   reference count), so the embedding worker and the caller don't reopen twice.
 * what a process keeps in memory is checked against the file at each lease and
@@ -38,12 +39,12 @@ import time
 from typing import Any
 
 import duckdb
-import filelock
 
 from ..errors import StoreError, StoreLocked
 from .changes import Change
 from .connection import Store
 from .files import check_store_path
+from .turns import FairLock, Timeout
 
 #: Environment variable: seconds a shared store waits for its turn (default 30).
 ENV_LOCK_TIMEOUT = "NBMEMORY_LOCK_TIMEOUT"
@@ -155,6 +156,7 @@ class SharedStore(Store):
         *,
         read_only: bool = False,
         lock_timeout: float | None = None,
+        adopt: bool = False,
     ) -> None:
         path = str(path)
         if path == ":memory:":
@@ -165,15 +167,16 @@ class SharedStore(Store):
         self.external_changes = 0
         self._stamp: Stamp | None = None
         self._stamp_lock = threading.Lock()
-        self._sidecar = filelock.FileLock(path + ".nbmemory-lock", thread_local=False)
+        self._sidecar = FairLock(path + ".nbmemory-lock")
         self._lease = _Lease(self)
         self._is_closed = False
         check_store_path(path, read_only=read_only)  # before creating the sidecar beside it
         sidecar_existed = os.path.exists(self._sidecar.lock_file)
+        tickets_existed = os.path.exists(self._sidecar.folder)
         self._take_sidecar()
         try:
             self._lease.count = 1  # the connection Store.__init__ opens is this first lease
-            super().__init__(path, read_only=read_only)  # connects and migrates
+            super().__init__(path, read_only=read_only, adopt=adopt)  # connects, migrates
             self._lease.count = 0
             self._close_after_lease(release_sidecar=False)
         except BaseException:
@@ -185,6 +188,9 @@ class SharedStore(Store):
             if not sidecar_existed:  # leave nothing behind beside a file we refused
                 with contextlib.suppress(OSError):
                     os.remove(self._sidecar.lock_file)
+            if not tickets_existed:
+                with contextlib.suppress(OSError):
+                    os.rmdir(self._sidecar.folder)
             raise
         self._sidecar.release()
         self._lock = _LeaseLock(self._lease)
@@ -193,7 +199,7 @@ class SharedStore(Store):
     def _take_sidecar(self) -> None:
         try:
             self._sidecar.acquire(timeout=self.lock_timeout)
-        except filelock.Timeout:
+        except Timeout:
             raise StoreLocked(
                 self.path, None, f"a shared kernel busy for over {self.lock_timeout:g} s"
             ) from None
@@ -246,6 +252,10 @@ class SharedStore(Store):
         if changed:  # caches rebuild on their next use; announced directly: this runs
             self._announce(Change(unknown=True))  # inside the lease's open, not under it
         return changed
+
+    def turn(self) -> contextlib.AbstractContextManager[Any]:
+        """One turn on the file for a whole call: its statements wait in the queue once."""
+        return self._lock
 
     def refresh(self) -> None:
         """Notice whether another process wrote the file since this one last held it."""
