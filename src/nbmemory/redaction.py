@@ -50,7 +50,8 @@ _SECRET_NAME = (
 )
 _KEY_VALUE = (
     rf"(?i)(?<![A-Za-z0-9_]){_SECRET_NAME}(?![A-Za-z0-9_])"
-    rf"""["']?\s*(?:=>|:=|[:=](?![=>]))\s*(?:{_VALUE})"""
+    # ``=>`` only after a space (``key => v``); ``key=>v`` is ``=`` then the value ``>v``
+    rf"""["']?(?:\s+=>|\s*:=|\s*:|=|\s+=(?!>))\s*(?:{_VALUE})"""
 )
 _PEM = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 
