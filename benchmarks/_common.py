@@ -42,7 +42,18 @@ def ms(seconds: float) -> str:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process in MiB."""
+    """Peak resident set size of this process in MiB.
+
+    From /proc (VmHWM) where there is one: ``ru_maxrss`` survives ``exec`` on Linux,
+    so a child started by a big parent would report the parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

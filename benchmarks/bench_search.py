@@ -75,6 +75,13 @@ def one_size(n: int, queries: int, k: int) -> dict:
         return mem.store.vectors.similar(qs[i % queries], model, limit=k, namespace="default")
 
     t_sql = timings(sql, sql_repeat, warmup=1)
+
+    def filtered(i: int):  # one session of 100: 1% of the rows
+        return mem.retriever.vector_search(
+            qs[i % queries], "default", limit=k, filters={"session_id": f"s{i % 100}"}
+        )
+
+    t_filtered = timings(filtered, queries)
     # get_context with a pre-computed query vector (the model's query time is separate):
     # the spec profile (cosine relevance) and the hybrid default (cosine + BM25 + neighbours)
     rng = np.random.default_rng(3)
@@ -92,7 +99,11 @@ def one_size(n: int, queries: int, k: int) -> dict:
     t_hybrid = timings(lambda i: mem.search(texts[i % queries], limit=k, mode="hybrid"), queries)
     mem.close()
     size_mb = Path(path).stat().st_size / 2**20
+    np.save(os.path.join(folder, "vectors.npy"), vectors)
+    cold = {mode: cold_open(mode, folder) for mode in ("numpy", "vector", "hybrid")}
     return {
+        "filtered_p50": p50(t_filtered),
+        "cold": cold,
         "n": n,
         "floor_p50": p50(t_floor),
         "floor_p95": p95(t_floor),
@@ -111,6 +122,39 @@ def one_size(n: int, queries: int, k: int) -> dict:
         "load_s": load_s,
         "index_build_s": index_build_s,
     }
+
+
+COLD = """
+import json, sys, time
+start = time.perf_counter()
+mode, folder = sys.argv[1], sys.argv[2]
+import numpy as np
+if mode == "numpy":  # the floor: nothing but numpy
+    vectors = np.load(folder + "/vectors.npy")
+    query = np.random.default_rng(0).standard_normal(vectors.shape[1]).astype(np.float32)
+    top = np.argpartition(-(vectors @ query), 5)[:5]
+else:
+    sys.path.insert(0, sys.argv[3])
+    from _common import FixedEmbedder
+    from nbmemory import Memory
+    mem = Memory(folder + "/bench.duckdb", embedder=FixedEmbedder(), background_consolidation=False)
+    mem.search("a first question", limit=5, mode=mode)
+seconds = time.perf_counter() - start
+peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"seconds": seconds, "rss_mb": peak / 1024}))
+"""
+
+
+def cold_open(mode: str, folder: str) -> dict:
+    """A new process: open the store (or np.load the vectors) and answer one search."""
+    out = subprocess.run(
+        [sys.executable, "-c", COLD, mode, folder, str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:
@@ -154,6 +198,38 @@ def main() -> None:
                 f"{r['ours_p50'] / r['floor_p50']:.2f}x",
                 "yes" if r["exact"] else "NO",
                 ms(r["sql_p50"]),
+            ]
+            for r in results
+        ],
+    )
+    print()
+    print("a filter that selects 1% of the memories (one session of 100), vector mode")
+    print_table(
+        ["memories", "unfiltered p50 ms", "filtered p50 ms", "filtered / unfiltered"],
+        [
+            [
+                f"{r['n']:,}",
+                ms(r["ours_p50"]),
+                ms(r["filtered_p50"]),
+                f"{r['filtered_p50'] / r['ours_p50']:.2f}x",
+            ]
+            for r in results
+        ],
+    )
+    print()
+    print("cold open: a new process opens the store and answers its first search")
+    print_table(
+        ["memories", "numpy floor s (np.load + search)", "vector mode s", "hybrid s"]
+        + ["vector / floor", "hybrid / floor", "peak RSS MiB numpy / vector / hybrid"],
+        [
+            [
+                f"{r['n']:,}",
+                f"{r['cold']['numpy']['seconds']:.2f}",
+                f"{r['cold']['vector']['seconds']:.2f}",
+                f"{r['cold']['hybrid']['seconds']:.2f}",
+                f"{r['cold']['vector']['seconds'] / r['cold']['numpy']['seconds']:.1f}x",
+                f"{r['cold']['hybrid']['seconds'] / r['cold']['numpy']['seconds']:.1f}x",
+                " / ".join(f"{r['cold'][m]['rss_mb']:.0f}" for m in ("numpy", "vector", "hybrid")),
             ]
             for r in results
         ],

@@ -30,6 +30,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
 
 
+@pytest.fixture(autouse=True)
+def _no_leftover_underscore():
+    """Doctests leave ``builtins._`` behind (Python's displayhook sets it), and an
+    IPython shell stops updating ``_`` when one exists: clear it before each test."""
+    import builtins
+
+    if hasattr(builtins, "_"):
+        del builtins._
+    yield
+
+
 def _need(env: str, what: str) -> str:
     value = os.environ.get(env)
     if value and Path(value).exists():
@@ -167,3 +178,49 @@ def locomo(real_embedder, locomo_dir):
     stores = LocomoStores(real_embedder, locomo_dir)
     yield stores
     stores.close()
+
+
+# -- the magics in a real IPython shell ------------------------------------------------------
+@pytest.fixture(scope="module")
+def shell():
+    """The process' InteractiveShell (a singleton), with history kept in memory."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    return InteractiveShell.instance(config=config)
+
+
+@pytest.fixture
+def ip(shell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The shell with nbmemory loaded on a fresh store and the hash embedder; unloaded after.
+
+    ``%config`` writes into ``shell.config`` (which outlives the extension), so the
+    MemoryMagics section is cleared before and after each test.
+    """
+    monkeypatch.delenv("NBMEMORY_SHARED", raising=False)
+    shell.config.pop("MemoryMagics", None)
+    shell.extension_manager.load_extension("nbmemory")
+    magics = shell.magics_manager.registry["MemoryMagics"]
+    magics.embedder = "hash"
+    magics.path = str(tmp_path / "notebook.duckdb")
+    yield shell
+    shell.extension_manager.unload_extension("nbmemory")
+    shell.config.pop("MemoryMagics", None)
+
+
+@pytest.fixture
+def magics(ip):
+    """The loaded MemoryMagics instance."""
+    return ip.magics_manager.registry["MemoryMagics"]
+
+
+@pytest.fixture
+def held_store(magics):
+    """The magics' store file, held open by another process (a non-shared DuckDB)."""
+    from notebook_shell import holding
+
+    Memory(magics.path, embedder="hash").close()  # create the file
+    with holding(magics.path) as pid:
+        yield pid

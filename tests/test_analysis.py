@@ -12,6 +12,7 @@ from nbmemory.research.datasets import load_locomo
 
 @pytest.fixture
 def small(mem: Memory) -> Memory:
+    mem.configure(estimate_importance=False)  # by role: only the explicit rows are salient
     mem.add_event("s1", "user", "My name is John and I love TypeScript")
     mem.add_event("s1", "assistant", "TypeScript is a great choice", importance=0.9)
     mem.add_event("s2", "user", "The deadline is March 3rd", importance=0.85)

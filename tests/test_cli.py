@@ -94,12 +94,14 @@ def test_state_export_and_import_round_trip(capsys, store: str, tmp_path: Path) 
         "namespace": "auth-service",
         "session_id": "sess_abc123",
     }
-    other = str(tmp_path / "other.duckdb")
-    Memory(other, embedder="hash").close()
+    other = str(tmp_path / "other.duckdb")  # restoring into a new file works
     code, out, _ = run(capsys, "state", "import", "--input", str(backup), "--store", other)
-    assert code == 0 and "imported 1 event(s) and 1 session(s) into auth-service" in out
+    assert code == 0 and "imported into auth-service: 1 new event(s), 0 already present" in out
+    assert "1 new session(s)" in out
     code, out, _ = run(capsys, "state", "import", "--input", str(backup), "--store", other)
-    assert "imported 0 event(s)" in out and "skipped 1" in out
+    assert "imported: 0 new event(s), 1 already present" in out
+    with Memory(other, embedder="hash") as restored:
+        assert len(restored.events(namespace="auth-service")) == 1
     code, _, err = run(capsys, "state", "import", "--input", str(tmp_path / "x.json"))
     assert code == 1 and "no " in err and err.count("\n") == 1
 

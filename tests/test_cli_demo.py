@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from nbmemory.cli import main
 from nbmemory.cli.demo import DEMO_CONVERSATION
@@ -25,6 +26,29 @@ def test_demo_prints_search_and_context(capsys, tmp_path):
     finally:
         con.close()
     assert count == (len(DEMO_CONVERSATION), len(DEMO_CONVERSATION))
+
+
+def test_demo_twice_on_one_file_adds_nothing_the_second_time(capsys, tmp_path):
+    store = str(tmp_path / "demo.duckdb")
+    assert main(["demo", "--store", store, "--embedder", "hash"]) == 0
+    first = capsys.readouterr().out
+    assert main(["demo", "--store", store, "--embedder", "hash"]) == 0
+    second = capsys.readouterr().out
+    assert "already in this store: nothing added" in second
+    context = lambda out: out.split("get_context(")[1]  # noqa: E731
+    assert context(first) == context(second)  # the same context, not doubled
+    con = duckdb.connect(store, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM events").fetchone()[0] == len(DEMO_CONVERSATION)
+    finally:
+        con.close()
+
+
+def test_demo_help_says_where_the_store_is(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--help"])
+    assert exit_.value.code == 0
+    assert "a store in memory, kept nowhere" in " ".join(capsys.readouterr().out.split())
 
 
 def test_demo_with_the_real_model_as_a_console_script(tmp_path, model_path):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pandas as pd
 import pytest
+from fakes import GatedEmbedder
 
 from nbmemory import InvalidInput, Memory
 
@@ -12,9 +15,10 @@ from nbmemory import InvalidInput, Memory
 def conversation(store_path):
     """15 turns in s1, salient memories elsewhere, and one clearly relevant old turn.
 
-    The ``spec`` profile: seed 000's relevance (cosine > 0.65), as these tests assert.
+    The ``spec`` profile: seed 000's relevance (cosine > 0.65), as these tests assert,
+    and seed 000's importance by role (no estimate): only the rules are salient.
     """
-    mem = Memory(store_path, embedder="hash", profile="spec")
+    mem = Memory(store_path, embedder="hash", profile="spec", estimate_importance=False)
     for i in range(15):
         mem.add_event(
             "s1", "user", f"small talk number {i}", created_at=f"2024-01-01T10:{i:02d}:00"
@@ -179,3 +183,61 @@ def test_salience_includes_summaries_from_other_sessions(mem):
     mem.add_event("old", "assistant", "summary of last week", kind="summary", importance=0.9)
     ctx = mem.get_context("new-session")
     assert [i.kind for i in ctx.by_strategy("salience")] == ["summary"]
+
+
+def _salient_store(path, **settings):
+    mem = Memory(path, embedder="hash", estimate_importance=False, **settings)
+    for i, topic in enumerate(["tea", "trains", "taxes", "tulips", "tents", "tuna", "tango"]):
+        mem.add_event("facts", "user", f"rule about {topic}", importance=0.99 - i * 0.02)
+    mem.add_event("s", "user", "hello")
+    mem.flush()
+    return mem
+
+
+def test_hybrid_salience_brings_the_salient_memories_closest_to_the_query(store_path):
+    """Seven salient rules, a budget of five: the one the question is about comes,
+    even though five others are more important."""
+    with _salient_store(store_path) as mem:
+        ctx = mem.get_context("s", "rule about tango", salience_limit=1, relevance_limit=0)
+        assert [i.content for i in ctx.by_strategy("salience")] == ["rule about tango"]
+        # without a query: the most important
+        ctx = mem.get_context("s", salience_limit=1)
+        assert [i.content for i in ctx.by_strategy("salience")] == ["rule about tea"]
+
+
+def test_spec_salience_is_by_importance_whatever_the_query(store_path):
+    with _salient_store(store_path, profile="spec") as mem:
+        ctx = mem.get_context("s", "rule about tango", salience_limit=1, relevance_limit=0)
+        assert [i.content for i in ctx.by_strategy("salience")] == ["rule about tea"]
+
+
+class _WorkerGatedEmbedder(GatedEmbedder):
+    """Blocks the background worker only; a query (from the caller's thread) passes."""
+
+    def embed(self, texts):
+        if threading.current_thread() is threading.main_thread():
+            return self.inner.embed(texts)
+        return super().embed(texts)
+
+
+def test_salient_memories_without_a_vector_yet_still_come(store_path):
+    """The worker is busy: salient memories waiting for their vector fill the budget
+    after those ranked by the query."""
+    gated = _WorkerGatedEmbedder()
+    gated.gate.set()
+    mem = Memory(store_path, embedder=gated, estimate_importance=False)
+    try:
+        mem.add_event("facts", "user", "always write tests", importance=0.9)
+        mem.flush()
+        gated.gate.clear()
+        gated.entered.clear()
+        mem.add_event("facts", "user", "never deploy on fridays", importance=0.95)
+        assert gated.entered.wait(10)  # the worker holds that batch
+        ctx = mem.get_context("s", "deploy", relevance_limit=0)
+        assert [i.content for i in ctx.by_strategy("salience")] == [
+            "always write tests",  # ranked by the query (it has a vector)
+            "never deploy on fridays",  # then the waiting one
+        ]
+    finally:
+        gated.gate.set()
+        mem.close()

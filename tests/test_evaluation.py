@@ -240,7 +240,8 @@ def test_evaluate_profiles_gives_profile_rows_and_restores_settings(tiny) -> Non
     audit_rows = len(memory.audit_log())
     result = evaluate_profiles(memory, loaded, ["spec", "hybrid"], k="1,3")
     names = list(result.table.index)
-    assert names[:3] == ["recency", "salience", "relevance"]
+    # in the order asked, each profile's row beside the other's
+    assert names[:4] == ["recency", "salience [spec]", "salience [hybrid]", "relevance"]
     for name in ["keyword", "hybrid", "tri-hybrid [spec]", "tri-hybrid [hybrid]"]:
         assert name in names
     assert "tri-hybrid" not in names  # profile-dependent rows carry their profile
@@ -255,3 +256,21 @@ def test_evaluate_profiles_gives_profile_rows_and_restores_settings(tiny) -> Non
     )
     with pytest.raises(InvalidInput):
         evaluate_profiles(memory, loaded, [])
+
+
+def test_eval_locomo_with_and_without_the_importance_estimate(tiny_locomo_path, capsys):
+    """Salience finds evidence only when the estimate raised it ("My sister lives in
+    Lisbon"); ``--no-importance-estimate`` stores the role defaults, so nothing is salient."""
+    base = ["eval", "locomo", str(tiny_locomo_path), "--embedder", "hash", "--profile", "hybrid"]
+    base += ["--strategies", "salience", "--k", "3", "--markdown"]
+
+    def salience_recall(extra: list[str]) -> tuple[float, str]:
+        assert main(base + extra) == 0
+        out = capsys.readouterr().out
+        row = next(line for line in out.splitlines() if line.startswith("| salience"))
+        return float(row.split("|")[2]), out
+
+    recall, out = salience_recall([])
+    assert recall > 0 and "importance estimated from the text" in out
+    recall, out = salience_recall(["--no-importance-estimate"])
+    assert recall == 0 and "importance by role only" in out

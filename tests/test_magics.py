@@ -19,50 +19,11 @@ import pandas as pd
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
+from notebook_shell import holding, run
 
 from nbmemory import Context, Event, Memory
 from nbmemory.notebook.magics import RECALL_COLUMNS, MemoryMagics, MemoryStatus
 from nbmemory.retrieval.embedders import CallableEmbedder, HashEmbedder
-
-
-@pytest.fixture(scope="module")
-def shell() -> InteractiveShell:
-    """The process' InteractiveShell (a singleton), with history kept in memory."""
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    return InteractiveShell.instance(config=config)
-
-
-@pytest.fixture
-def ip(shell: InteractiveShell, tmp_path: Path):
-    """The shell with nbmemory loaded on a fresh store and the hash embedder; unloaded after.
-
-    ``%config`` writes into ``shell.config`` (which outlives the extension), so the
-    MemoryMagics section is cleared before and after each test.
-    """
-    shell.config.pop("MemoryMagics", None)
-    shell.extension_manager.load_extension("nbmemory")
-    magics = shell.magics_manager.registry["MemoryMagics"]
-    magics.embedder = "hash"
-    magics.path = str(tmp_path / "notebook.duckdb")
-    yield shell
-    shell.extension_manager.unload_extension("nbmemory")
-    shell.config.pop("MemoryMagics", None)
-
-
-@pytest.fixture
-def magics(ip: InteractiveShell) -> MemoryMagics:
-    return ip.magics_manager.registry["MemoryMagics"]
-
-
-def run(shell: InteractiveShell, cell: str):
-    """Run a cell as a notebook would; re-raise what it raised; return its value."""
-    result = shell.run_cell(cell, store_history=True)
-    error = result.error_before_exec or result.error_in_exec
-    if error is not None:
-        raise error
-    return result.result
 
 
 def snapshot(magics: MemoryMagics) -> tuple[int, int]:
@@ -617,7 +578,7 @@ BAD_INPUT = [
     ("%%remember --importance abc\ntext", "invalid float value"),
     ("%recall TypeScript --threshold abc", "invalid float value: 'abc'"),
     ("%recall TypeScript --threshold 2", "threshold must be a number"),
-    ("%recall TypeScript -k -1", "limit must be 0 or more"),
+    ("%recall TypeScript -k -1", "give -k 1 or more"),
     ("%recall TypeScript --since yesterday", "not an ISO-8601 date-time"),
     ("%recall -k 3", "give a question"),
     ("%%remember\n", "empty"),
@@ -645,27 +606,11 @@ def test_bad_input_is_one_line_usage_error_and_stores_nothing(ip, magics, capsys
 
 def test_recall_on_a_store_another_process_holds_is_a_usage_error(ip, magics):
     Memory(magics.path, embedder="hash").close()  # create the file
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys; con = duckdb.connect(sys.argv[1]); print('ready', flush=True);"
-            " sys.stdin.read()",
-            magics.path,
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "ready"
+    with holding(magics.path):
         with pytest.raises(UsageError, match="in use by process"):
             run(ip, "%recall anything")
         with pytest.raises(UsageError, match="in use by process"):
             run(ip, "%%remember\nnot stored")
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=60)
     assert run(ip, "%recall anything").empty  # free again: opens and answers
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from jupyter_client.manager import start_new_kernel
-from nbclient import NotebookClient
+from notebook_runs import NOTEBOOKS, differences, executed
 
 from nbmemory import cli
 from nbmemory.errors import InvalidInput
@@ -21,6 +22,7 @@ from nbmemory.notebook.ipython_config import BEGIN, SNIPPET, install, profile_co
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "notebooks" / "quickstart.ipynb"
+TUNING = ROOT / "notebooks" / "threshold-tuning.ipynb"
 
 
 # -- the snippet and its installer -----------------------------------------------------
@@ -158,19 +160,8 @@ def _cell(nb: nbformat.NotebookNode, source_start: str) -> nbformat.NotebookNode
     return next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(source_start))
 
 
-def test_quickstart_notebook_runs_clean_with_the_real_model(model_path, tmp_path, monkeypatch):
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # no user profile config
-    workdir = tmp_path / "cwd"
-    workdir.mkdir()
-    nb = nbformat.read(QUICKSTART, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    client = NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
-    )
-    client.execute()  # raises CellExecutionError on the first failing cell
-
+def test_quickstart_notebook_runs_clean_with_the_real_model(model_path):
+    nb, workdir = executed(QUICKSTART.name)  # raises CellExecutionError on a failing cell
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             assert output["output_type"] != "error", cell.source
@@ -178,6 +169,7 @@ def test_quickstart_notebook_runs_clean_with_the_real_model(model_path, tmp_path
     assert "remembered" in _text(_cell(nb, "%%remember --role system"))
     avoid = _text(_cell(nb, "%recall which food should we avoid?"))
     assert avoid.index("vegetarian") < avoid.index("trams")  # the diet turn ranks first
+    assert "score" in avoid and "signals" in avoid
     missed = _text(_cell(nb, "%recall how much money can we spend? --threshold 0.9"))
     assert "no memory reached similarity 0.90" in missed and "the best scored" in missed
     assert "Near misses" in _text(_cell(nb, "%context what should we do with the kids? --session"))
@@ -197,3 +189,96 @@ def test_quickstart_has_readable_saved_outputs():
     assert len(magic_cells) >= 12
     assert all(c.outputs for c in magic_cells)
     assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+# -- the committed outputs say what a fresh run says -----------------------------------
+def _assert_committed_outputs_are_fresh(name: str) -> None:
+    committed = nbformat.read(NOTEBOOKS / name, as_version=4)
+    fresh, _ = executed(name)
+    found = differences(committed, fresh)
+    assert not found, (
+        f"notebooks/{name}: the committed outputs differ from a fresh run; re-execute it "
+        "and review the prose against the new outputs.\n" + "\n".join(found)
+    )
+
+
+def test_quickstart_committed_outputs_match_a_fresh_run(model_path):
+    _assert_committed_outputs_are_fresh(QUICKSTART.name)
+
+
+def test_threshold_tuning_committed_outputs_match_a_fresh_run(model_path, locomo_dir):
+    _assert_committed_outputs_are_fresh(TUNING.name)
+
+
+RECALL_OUTPUT = """\
+                                     id                                       content  role  \\
+0  cffdfb62-6898-407b-bcdd-e58673919a6a  I'm vegetarian, and the kids won't eat fish.  user
+1  9e3e6005-b3cc-491e-b490-9bee810879ad            The kids love trams and aquariums.  user
+
+   similarity  importance                 created_at     score          signals
+0    0.503694        0.85 2026-11-30 12:36:40.620207  0.535463           vector
+1    0.180736        0.50 2026-11-30 12:36:40.455514  0.170112  vector, keyword"""
+STATUS_OUTPUT = (
+    "/tmp/nbmemory-rj6rypyc/quickstart.duckdb · namespace 'default' · 8 events (8 embedded)"
+)
+
+
+def _notebook(recall: str, status: str, stream: list[str]) -> nbformat.NotebookNode:
+    def result(text: str) -> nbformat.NotebookNode:
+        return nbformat.v4.new_output(
+            "execute_result", data={"text/plain": text, "text/html": "<b>x</b>"}, execution_count=1
+        )
+
+    return nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("prose"),
+            nbformat.v4.new_code_cell("%recall food", outputs=[result(recall)]),
+            nbformat.v4.new_code_cell("%memory status", outputs=[result(status)]),
+            nbformat.v4.new_code_cell(
+                "print(prompt)",
+                outputs=[nbformat.v4.new_output("stream", name="stdout", text=t) for t in stream],
+            ),
+        ]
+    )
+
+
+def test_the_comparison_masks_run_noise_but_not_substance():
+    """Offline: ids, times, paths and far decimals are noise; columns and counts are not."""
+    prompt = ["[2026-11-30 12:36] user: hi\n", "took 1.5 s at 0x7f6dc303f9f0\n"]
+    committed = _notebook(RECALL_OUTPUT, STATUS_OUTPUT, prompt)
+    assert differences(committed, committed) == []
+    noise = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}", "0123abcd-4567", RECALL_OUTPUT)  # other ids
+    noise = re.sub(r"\d{2}:\d{2}:\d{2}\.\d{6}", "23:59:59.000001", noise)  # other times
+    noise = re.sub(r"(\d\.\d{2})\d{4}", r"\g<1>9999", noise)  # other far decimals
+    other_run = _notebook(
+        noise,
+        STATUS_OUTPUT.replace("rj6rypyc", "x_81kq0a"),  # another temporary folder
+        ["[2026-12-02 09:01] user: hi\ntook 12 ms at 0x55d0c1a2b3c4\n"],  # one stream chunk
+    )
+    assert differences(committed, other_run) == []
+
+    def changed(recall: str = RECALL_OUTPUT, status: str = STATUS_OUTPUT) -> list[str]:
+        return differences(committed, _notebook(recall, status, prompt))
+
+    assert changed(recall=RECALL_OUTPUT.replace("signals", ""))  # a missing column
+    assert changed(recall=RECALL_OUTPUT.replace("0.503694", "0.493694"))  # a moved score
+    assert changed(recall=RECALL_OUTPUT.replace("vector, keyword", "vector"))  # another signal
+    assert changed(status=STATUS_OUTPUT.replace("8 events", "9 events"))  # a changed count
+    assert changed(recall=RECALL_OUTPUT.rsplit("\n", 1)[0])  # a missing row
+    moved = _notebook(RECALL_OUTPUT, STATUS_OUTPUT, prompt)
+    moved.cells[3].source = "print(prompt.report())"
+    assert differences(committed, moved) == ["the code cells differ: compare the same notebook"]
+
+
+def test_shipped_notebooks_are_commit_ready():
+    """Outputs saved, no widget-state blob, and the source systems named, not numbered."""
+    for path in (QUICKSTART, TUNING):
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        assert "widgets" not in nb.metadata, f"{path.name}: widget state saved (megabytes)"
+        assert path.stat().st_size < 1_500_000, f"{path.name}: {path.stat().st_size:,} bytes"
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert sum(1 for c in code if c.outputs) >= len(code) - 1, path.name  # all but imports
+        for cell in nb.cells:
+            text = cell.source
+            assert not re.search(r"\bseeds? ?\d|\bissue \d", text), (path.name, text)

@@ -264,3 +264,42 @@ def test_look_alikes_are_left_alone(text: str) -> None:
 
 def test_the_tables_are_large_enough() -> None:
     assert len(SECRET_FORMS) >= 40 and len(LOOK_ALIKES) >= 40
+
+
+_EVERY_SECRET = [text for text, _ in SECRET_FORMS] + [text for text, _ in SECRETS.values()]
+
+
+@pytest.mark.parametrize("text", _EVERY_SECRET)
+def test_each_pattern_that_matches_a_secret_also_matches_its_needle(text: str) -> None:
+    """The cheap pre-checks that let most texts skip a pattern never skip a secret."""
+    from nbmemory.redaction import _COMPILED_NEEDLES
+
+    matched = False
+    for name, pattern in Redactor().patterns:
+        for match in pattern.finditer(text):
+            matched = True
+            assert _COMPILED_NEEDLES[name].search(match.group(0)), (name, match.group(0))
+    assert matched, text
+
+
+@given(
+    st.one_of(
+        st.text(max_size=120),
+        st.builds(
+            lambda before, secret, after: before + secret + after,
+            st.text(max_size=30),
+            st.sampled_from(_EVERY_SECRET),
+            st.text(max_size=30),
+        ),
+    )
+)
+def test_needles_change_nothing(text: str) -> None:
+    """Redaction with the pre-checks equals redaction by every pattern in turn."""
+    from unittest import mock
+
+    from nbmemory import redaction
+
+    with_needles = Redactor().redact(text)
+    with mock.patch.dict(redaction._COMPILED_NEEDLES, clear=True):
+        without = Redactor().redact(text)
+    assert with_needles == without

@@ -10,6 +10,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from notebook_runs import executed
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "threshold-tuning.ipynb"
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -27,8 +28,7 @@ def _outputs(nb: nbformat.NotebookNode) -> list[dict]:
 
 
 def test_threshold_tuning_notebook_executes(model_path, locomo_dir, tmp_path) -> None:
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    _run(nb, tmp_path)
+    nb, _ = executed(NOTEBOOK.name)  # one run per session, shared with tests/test_notebooks.py
     nbformat.write(nb, tmp_path / "threshold-tuning.executed.ipynb")
     outputs = _outputs(nb)
     assert not [o for o in outputs if o["output_type"] == "error"]

@@ -185,6 +185,33 @@ def test_a_stale_index_ignores_changes_and_rebuilds_from_the_table(store_path):
         assert index.rebuilds == rebuilds + 1 and not index.stale
 
 
+def test_filtered_searches_use_the_index_and_match_sql(store_path):
+    """A session, role or date filter scores only the rows it selects: same answer as SQL,
+    and no list_cosine_similarity pass over the table."""
+    with Memory(store_path, embedder=RandomEmbedder()) as mem:
+        mem.add_events(
+            [
+                {"session_id": f"s{i % 20}", "role": ["user", "assistant"][i % 2],
+                 "content": f"text {i}", "created_at": f"2024-01-{1 + i % 28:02d}T00:00:00"}
+                for i in range(2000)
+            ]
+        )  # fmt: skip
+        mem.flush()
+        mem.indexes.vectors(mem.model_name)
+        rng = np.random.default_rng(3)
+        for filters, since in (({"session_id": "s3"}, None), ({"role": "user"}, "2024-01-15"),
+                               ({"session_id": ["s1", "s2"], "role": "assistant"}, None)):  # fmt: skip
+            q = rng.standard_normal(DIM).astype(np.float32)
+            before = mem.store.statements_run
+            fast = mem.retriever.vector_search(q, "default", limit=7, filters=filters, since=since)
+            ran = mem.store.statements_run - before
+            slow = mem.store.vectors.similar(
+                q, mem.model_name, limit=7, namespace="default", filters=filters, since=since
+            ).drop(columns=["distance_score"])
+            assert_same(fast, slow)
+            assert ran == 2  # the ids the filter selects, then the rows of the hits
+
+
 def test_churn_compacts_the_index_and_keeps_answers_exact():
     """Adds and deletes: memory follows the live rows, not every row ever added."""
     rng = np.random.default_rng(11)
@@ -206,4 +233,6 @@ def test_churn_compacts_the_index_and_keeps_answers_exact():
     fresh.rebuild(list(live), ["n"] * len(live), np.stack(list(live.values())))
     for _ in range(5):
         q = rng.standard_normal(DIM).astype(np.float32)
-        assert index.search(q, 10, namespace="n") == fresh.search(q, 10, namespace="n")
+        got, expected = index.search(q, 10, namespace="n"), fresh.search(q, 10, namespace="n")
+        assert [i for i, _ in got] == [i for i, _ in expected]  # the same rows, in order
+        assert [s for _, s in got] == pytest.approx([s for _, s in expected], abs=1e-6)

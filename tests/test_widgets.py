@@ -15,7 +15,8 @@ from nbmemory.research.figures import shape_x
 
 @pytest.fixture
 def tiny(tiny_locomo_path):
-    memory = Memory(":memory:", embedder="hash", profile="spec")
+    # seed 000 exactly: the spec profile and importance by role (no estimate from the text)
+    memory = Memory(":memory:", embedder="hash", profile="spec", estimate_importance=False)
     loaded = load_locomo(tiny_locomo_path, memory)
     memory.add_event("notes", "user", "Remember: Alice is allergic to cats", importance=0.95)
     assert memory.flush(timeout=30)

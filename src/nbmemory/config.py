@@ -1,15 +1,14 @@
 """Every default in one settings object.
 
-The numbers come from the three systems nbmemory is drawn from (the spec's seed
-documents 000, 003 and 004):
+The numbers come from the three systems nbmemory is drawn from:
 
-* a Rust agent's state and memory layer (seed 000): working memory of 50 events
-  per session, the tri-hybrid context (recency 10; salience importance >= 0.8,
-  5; relevance similarity > 0.65, 5), importance by role, consolidation every
+* a Rust agent's state and memory layer: working memory of 50 events per
+  session, the tri-hybrid context (recency 10; salience importance >= 0.8, 5;
+  relevance similarity > 0.65, 5), importance by role, consolidation every
   6 hours and the all-MiniLM-L6-v2 model;
-* Vectora's state persistence (seed 003): sessions with a 24 h TTL and at most
-  5 per user, 90 days of audit, secret redaction, a 4096-token context budget;
-* the Astreus memory API (seed 004): similarity search at 0.7.
+* Vectora's state persistence: sessions with a 24 h TTL and at most 5 per
+  user, 90 days of audit, secret redaction, a 4096-token context budget;
+* the Astreus memory API: similarity search at 0.7.
 
 They are defaults, not truths: every one can be changed per store
 (``Memory(..., settings=Settings(relevance_threshold=0.4))`` or
@@ -46,34 +45,39 @@ def _default_importance() -> dict[str, float]:
 class Settings:
     """Tunable numbers of a store.  Frozen: use :meth:`replace` to change them."""
 
-    # seed 000: working memory and the tri-hybrid context
+    # the Rust agent layer: working memory and the tri-hybrid context
     working_memory_cap: int = 50
     recency_limit: int = 10
     salience_threshold: float = 0.8
     salience_limit: int = 5
     #: Cosine similarity a memory must exceed to be "relevant" in get_context.
-    #: ``None`` takes the profile's value: 0.65 for ``spec`` (seed 000), 0.2 for ``hybrid``.
+    #: ``None`` takes the profile's value: 0.65 for ``spec`` (the Rust agent layer's),
+    #: 0.2 for ``hybrid``.
     relevance_threshold: float | None = None
     relevance_limit: int = 5
     importance_by_role: dict[str, float] = field(default_factory=_default_importance)
+    #: Raise a new event's role default to nbmemory.importance's estimate from its text.
+    estimate_importance: bool = True
     consolidation_interval_hours: float = 6.0
     #: Run consolidation in a background thread every interval (``start_consolidation``).
     background_consolidation: bool = True
-    # seed 004: similarity search
+    # the Astreus memory API: similarity search
     similarity_threshold: float = 0.7
     # retrieval profile: "hybrid" (default) fuses cosine similarity with
-    # BM25 keywords and neighbouring turns; "spec" is seed 000's cosine-only relevance.
+    # BM25 keywords and neighbouring turns and ranks salient memories by the
+    # query; "spec" is the Rust agent layer's: cosine-only relevance, salience
+    # by importance alone.
     profile: str = "hybrid"
     keyword_weight: float = 0.5
     neighbor_weight: float = 0.5
     hybrid_candidates: int = 50
     relevance_threshold_explicit: bool | None = field(default=None, repr=False, compare=False)
-    # seed 003: sessions, audit, injected context
+    # Vectora's state persistence: sessions, audit, injected context
     session_ttl_hours: float = 24.0
     max_concurrent_sessions: int = 5
     audit_retention_days: int = 90
     max_memory_tokens: int = 4096
-    # seed 003: secrets redacted before storing/embedding (nbmemory.redaction)
+    # secrets redacted before storing/embedding (nbmemory.redaction)
     redaction: bool = True
     redact_patterns: tuple[str, ...] = ()
     # embeddings
@@ -119,6 +123,10 @@ class Settings:
                 f"background_consolidation must be True or False, got "
                 f"{self.background_consolidation!r}"
             )
+        if not isinstance(self.estimate_importance, bool):
+            raise InvalidInput(
+                f"estimate_importance must be True or False, got {self.estimate_importance!r}"
+            )
         if not isinstance(self.redaction, bool):
             raise InvalidInput(f"redaction must be True or False, got {self.redaction!r}")
         if isinstance(self.redact_patterns, str):
@@ -153,6 +161,12 @@ class Settings:
         """How :meth:`Memory.search` ranks by default: ``"hybrid"`` or ``"vector"``."""
         return PROFILES[self.profile]["search_mode"]
 
+    @property
+    def salience_order(self) -> str:
+        """How get_context picks among salient memories: ``"query"`` (closest to the
+        query first) or ``"importance"`` (most important first, whatever the query)."""
+        return PROFILES[self.profile]["salience_order"]
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of every setting (for display, export and audit)."""
         values = dataclasses.asdict(self)
@@ -160,11 +174,12 @@ class Settings:
         return values
 
 
-#: Retrieval profiles.  ``spec`` is seed 000 exactly; ``hybrid`` is the default
-#: because it finds more of what answers a question (LoCoMo recall@10, docs/retrieval.md).
+#: Retrieval profiles.  ``spec`` is the Rust agent layer's exactly; ``hybrid`` is
+#: the default because it finds more of what answers a question (LoCoMo recall,
+#: docs/retrieval.md).
 PROFILES: dict[str, dict[str, Any]] = {
-    "spec": {"relevance_threshold": 0.65, "search_mode": "vector"},
-    "hybrid": {"relevance_threshold": 0.2, "search_mode": "hybrid"},
+    "spec": {"relevance_threshold": 0.65, "search_mode": "vector", "salience_order": "importance"},
+    "hybrid": {"relevance_threshold": 0.2, "search_mode": "hybrid", "salience_order": "query"},
 }
 
 

@@ -58,22 +58,43 @@ class StoreDamaged(StoreError):
 
 
 class StoreLocked(StoreError):
-    """Another process holds the DuckDB file open for writing."""
+    """Another process holds the DuckDB file open for writing.
+
+    The message names the store and the holder, then says what to do in the words
+    of the Python API (:attr:`ADVICE`).  A surface with its own words for the same
+    remedies (the notebook magics) rewords it with :meth:`explain`:
+
+    >>> exc = StoreLocked("agent.duckdb", 4242)
+    >>> "mem.close()" in str(exc)
+    True
+    >>> exc.explain("run %memory close in the other kernel.")
+    'the store agent.duckdb is in use by process 4242. DuckDB lets one process write a file: run %memory close in the other kernel.'
+    """
 
     #: Waiting and trying again can succeed (background writers do).
     retryable = True
 
+    #: What to do next, in the words of the Python API.
+    ADVICE = (
+        "close the other kernel or its Memory (mem.close()), open every kernel with "
+        "Memory(path, shared=True), or use another path."
+    )
+
     def __init__(self, path: str, pid: int | None = None, holder: str | None = None) -> None:
-        who = f"process {pid}" if pid else "another process"
-        if holder:
-            who += f" ({holder})"
-        super().__init__(
-            f"the store {path} is in use by {who}. DuckDB lets one process write a file: "
-            "close the other kernel or its Memory (mem.close()), open every kernel with "
-            "Memory(path, shared=True), or use another path."
-        )
         self.path = path
         self.pid = pid
+        self.holder = holder
+        super().__init__(self.explain(self.ADVICE))
+
+    def explain(self, advice: str) -> str:
+        """The message of this refusal with another ``advice`` (what to do next)."""
+        who = f"process {self.pid}" if self.pid else "another process"
+        if self.holder:
+            who += f" ({self.holder})"
+        return (
+            f"the store {self.path} is in use by {who}. "
+            f"DuckDB lets one process write a file: {advice}"
+        )
 
 
 class SessionNotFound(NbMemoryError, KeyError):
@@ -94,3 +115,39 @@ class SessionNotFound(NbMemoryError, KeyError):
 
 class EmbedderError(NbMemoryError):
     """The embedding model could not be loaded or failed as a whole."""
+
+
+class ModelUnavailable(EmbedderError):
+    """The model cannot be loaded (no local copy, no network, a broken folder).
+
+    No text can be embedded until it loads: the worker leaves the texts pending (no
+    ``embedding_error``) and ``flush()`` raises this.  The failure is remembered for
+    the process, per model name, ``$NBMEMORY_MODEL_PATH`` (or ``model_path``) and
+    fastembed cache folder, so each later call fails at once instead of trying
+    again; changing one of them tries again (:func:`nbmemory.retrieval.embedders.forget_failed_loads` too).
+
+    The message says why, then what to do in the words of the Python API (and the
+    command line's, since ``nbmemory demo`` prints it as it is): :attr:`ADVICE`.  A
+    surface with its own words for the same remedies rewords it with :meth:`explain`:
+
+    >>> exc = ModelUnavailable("m", "NBMEMORY_MODEL_PATH=/nope is not a directory")
+    >>> exc.explain("add --embedder hash.")
+    'could not load the embedding model m: NBMEMORY_MODEL_PATH=/nope is not a directory. add --embedder hash.'
+    """
+
+    #: What to do next, in the words of the Python API (and of the command line).
+    ADVICE = (
+        "Set NBMEMORY_MODEL_PATH to a local copy of the model (a folder holding model.onnx and "
+        'tokenizer.json), or use the offline test embedder: embedder="hash" in Python, '
+        "--embedder hash on the command line."
+    )
+
+    def __init__(self, model: str, reason: str) -> None:
+        self.model = model
+        #: Why, on one line, without the advice (``%memory status`` shows it).
+        self.reason = " ".join(str(reason).split())[:400]
+        super().__init__(self.explain(self.ADVICE))
+
+    def explain(self, advice: str) -> str:
+        """The message of this failure with another ``advice`` (what to do next)."""
+        return f"could not load the embedding model {self.model}: {self.reason}. {advice}"

@@ -4,7 +4,9 @@ An event is a message of a conversation or a memory.  :func:`build_row` is the
 only way a row for ``events`` is made: ``add_event``, ``add_events``,
 ``add_memory``, imports, AGENTS.md sync and consolidation all call it, so the
 same rules (known role, importance in 0..1, text that is valid Unicode and under
-the size limit, JSON metadata) hold whatever the door.
+the size limit, JSON metadata) hold whatever the door.  Without an explicit
+importance a new event gets its role's default, raised to the text's estimate
+(``Settings.estimate_importance``); imported rows keep the importance they had.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pandas as pd
 
 from .config import Settings
 from .errors import InvalidInput
+from .importance import estimate_importance
 from .validation import (
     check_name,
     check_text,
@@ -125,11 +128,18 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def importance_for(role: str, importance: Any, settings: Settings) -> float:
-    """The explicit importance when given (validated), else the role's default."""
-    if importance is None:
-        return float(settings.importance_by_role.get(role, 0.5))
-    return check_unit_interval(importance, "importance")
+def importance_for(
+    role: str, importance: Any, settings: Settings, content: str | None = None
+) -> float:
+    """The explicit importance when given (validated), else the role's default, raised
+    to the estimate from ``content`` (:mod:`nbmemory.importance`) when
+    ``settings.estimate_importance`` is on and a content is given."""
+    if importance is not None:
+        return check_unit_interval(importance, "importance")
+    default = float(settings.importance_by_role.get(role, 0.5))
+    if content is None or not settings.estimate_importance:
+        return default
+    return max(default, estimate_importance(content, role))
 
 
 def _stored_metadata(metadata: Any) -> str | None:
@@ -205,7 +215,8 @@ def build_row(
         "task_id": task_id,
         "created_at": created,
         "updated_at": created if updated_at is None else to_utc(updated_at, "updated_at"),
-        "importance": importance_for(role, importance, settings),
+        # stored rows keep the file's importance (or the role default): never estimated
+        "importance": importance_for(role, importance, settings, None if stored else content),
         "embedding_model": None,
         "embedding_error": None if embedding_error is None else str(embedding_error),
         "consolidated_at": (

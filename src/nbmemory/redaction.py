@@ -86,6 +86,26 @@ DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = (
     ("payment_card", r"(?<![\d-])[3-6]\d{3}(?:[ -]?\d){9,15}(?![\d-])"),
 )
 
+#: For each default pattern, a cheap regex that every match of the pattern also
+#: matches (a literal it starts with, or a word every secret name holds): a text
+#: without it is not searched with the pattern (most texts hold none).
+_NEEDLES: dict[str, str] = {
+    "private_key": r"-----BEGIN",
+    "aws_access_key_id": r"A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)",
+    "github_token": r"gh[pousr]_|github_pat_",
+    "openai_key": r"sk-",
+    "slack_token": r"xox",
+    "stripe_key": r"k_(?:live|test)_",
+    "google_api_key": r"AIza",
+    "jwt": r"eyJ",
+    "authorization": r"(?i:authorization)",
+    "bearer_token": r"(?i:bearer)",
+    "url_password": r"://",
+    "secret_value": r"(?i:pass|secret|credential|key|token)",  # see _SECRET_NAME
+    "payment_card": r"\d{4}",
+}
+_COMPILED_NEEDLES = {name: re.compile(needle) for name, needle in _NEEDLES.items()}
+
 #: File names refused for ingestion (fnmatch patterns on the base name, case-insensitive).
 BLOCKED_FILES: tuple[str, ...] = (".env", ".env.*", "*.env", "*.key", "*.pem")
 
@@ -115,6 +135,9 @@ class Redactor:
         total = 0
         kinds: list[str] = []
         for name, pattern in self.patterns:
+            needle = _COMPILED_NEEDLES.get(name)
+            if needle is not None and needle.search(text) is None:
+                continue
             check = _CHECKS.get(name)
             found = 0
 

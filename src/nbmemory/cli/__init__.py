@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="remember a conversation and print a context")
-    store_options(demo)
+    store_options(demo, default_store="a store in memory, kept nowhere")
     demo.add_argument("--question", default="What language do I like?")
     demo.set_defaults(func=cmd_demo)
     research.add_commands(sub)  # eval, import-sqlite

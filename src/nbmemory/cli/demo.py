@@ -18,14 +18,28 @@ DEMO_CONVERSATION = [
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Remember a short conversation, then show what the agent would recall."""
+    """Remember a short conversation, then show what the agent would recall.
+
+    The demo's events have fixed ids, so running it again on the same file adds
+    nothing: it says so and shows the same context.
+    """
     path = args.store or ":memory:"
     with Memory(path, embedder=args.embedder) as mem:
-        for role, text, importance in DEMO_CONVERSATION:
-            mem.add_event("demo", role, text, importance=importance)
+        rows = [
+            {"id": f"demo-{i}", "session_id": "demo", "role": role, "content": text,
+             "importance": importance}
+            for i, (role, text, importance) in enumerate(DEMO_CONVERSATION, start=1)
+        ]  # fmt: skip
+        present = set(mem.events(session_id="demo")["id"])
+        new = [row for row in rows if row["id"] not in present]
+        if new:
+            mem.add_events(new)
         mem.flush()
         print(f"store: {path}   model: {mem.model_name}")
-        print(f"remembered {len(DEMO_CONVERSATION)} events in session 'demo'\n")
+        if new:
+            print(f"remembered {len(new)} events in session 'demo'\n")
+        else:
+            print("the demo conversation is already in this store: nothing added\n")
         question = args.question
         print(f"search({question!r}):")
         hits = mem.search(question, limit=3)

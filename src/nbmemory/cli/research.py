@@ -51,6 +51,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="suggest the highest threshold reaching this recall (default: best F1)",
     )
+    locomo.add_argument(
+        "--no-importance-estimate",
+        dest="estimate_importance",
+        action="store_false",
+        help="store the turns with their role's importance only (LoCoMo has no labels; "
+        "default: the estimate from the text, as a store does)",
+    )
     locomo.add_argument("--markdown", action="store_true", help="print a markdown table")
     store_options(locomo, default_store="in memory, discarded")
     locomo.set_defaults(func=cmd_eval_locomo)
@@ -104,7 +111,7 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
     strategies = (
         [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
     )
-    with _memory(args, ":memory:") as mem:
+    with _memory(args, ":memory:", estimate_importance=args.estimate_importance) as mem:
         loaded = [load_locomo(f, mem) for f in files]
         result = evaluate_profiles(
             mem,
@@ -125,7 +132,8 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
         print(
             f"LoCoMo: {len(files)} conversation(s), {int(result.table['questions'].iloc[0])} "
             f"questions; model {params['model']}; profiles {params['profiles']} "
-            f"({thresholds}); salience >= {params['salience_threshold']}"
+            f"({thresholds}); salience >= {params['salience_threshold']}, importance "
+            f"{'estimated from the text' if args.estimate_importance else 'by role only'}"
         )
         print(result.to_markdown() if args.markdown else str(result))
         print(f"suggested {suggestion}")

@@ -1,4 +1,4 @@
-"""``nbmemory state ...``, ``nbmemory memory sync`` and ``nbmemory health``.
+"""``nbmemory state ...``, ``nbmemory memory sync|purge|reembed`` and ``nbmemory health``.
 
 ::
 
@@ -8,11 +8,12 @@
     nbmemory state export  --output FILE [--session-id ID] [--namespace NS]
     nbmemory state import  --input FILE [--namespace NS]
     nbmemory memory sync   --file AGENTS.md [--namespace NS]
+    nbmemory memory reembed [--failed] [--namespace NS]
     nbmemory health
 
 Every command takes ``--store`` (default ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``)
-and ``--embedder``.  Reads (list, export, health) open the store read-only and
-never start the embedding model; writes are audited with actor ``cli``.  Long
+and ``--embedder``.  Reads (list, export, health) open the store read-only;
+only ``health`` loads the embedding model (to check it); writes are audited with actor ``cli``.  Long
 work shows a tqdm progress bar on a terminal.  Errors print one line and exit 1.
 """
 
@@ -24,9 +25,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import default_store_path
-from ..errors import InvalidInput, NbMemoryError
+from ..config import ENV_MODEL_PATH, default_store_path
+from ..errors import EmbedderError, InvalidInput, ModelUnavailable, NbMemoryError
 from ..memory import Memory
+from ..retrieval.embedders import model_unavailable
 from ..state.sessions import LIST_COLUMNS as SESSION_LIST
 from .options import store_options
 
@@ -37,9 +39,10 @@ def _common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
         parser.add_argument("--namespace", default=None, help="namespace (default: all / default)")
 
 
-def _open(args: argparse.Namespace, *, read_only: bool = False) -> Memory:
+def _open(args: argparse.Namespace, *, read_only: bool = False, create: bool = False) -> Memory:
+    """The store of ``--store``; it must exist unless the command fills a new one."""
     path = args.store or default_store_path()
-    if not Path(path).expanduser().exists():
+    if not create and not Path(path).expanduser().exists():
         raise InvalidInput(
             f"no store at {path}; pass --store PATH or set NBMEMORY_PATH to an nbmemory file"
         )
@@ -67,9 +70,27 @@ def _wait_for_embeddings(mem: Memory, label: str = "embedding") -> None:
     if not total:
         return
     with tqdm(total=total, desc=label, unit="text", disable=None, file=sys.stderr) as bar:
-        while not mem.flush(timeout=0.5):
-            bar.update(total - mem.backlog - bar.n)
+        try:
+            while not mem.flush(timeout=0.5):
+                bar.update(total - mem.backlog - bar.n)
+        except ModelUnavailable:
+            return  # the rows are stored and stay pending: _report_pending says so
         bar.update(total - bar.n)
+
+
+def _report_pending(mem: Memory) -> None:
+    """Say on stderr that rows wait for a model that cannot load (the command still
+    succeeded: they are stored, and are embedded at the next open with a model)."""
+    unavailable = mem.worker.unavailable if mem.worker is not None else None
+    if unavailable is None:
+        return
+    pending = mem.status()["pending"]
+    if pending:
+        print(
+            f"note: {pending} event(s) stored without a vector yet, embedded at the next open "
+            f"with a model; {unavailable.explain(MODEL_ADVICE)}",
+            file=sys.stderr,
+        )
 
 
 def _print_frame(frame: Any, columns: list[str]) -> None:
@@ -149,14 +170,18 @@ def cmd_state_export(args: argparse.Namespace) -> int:
 
 
 def cmd_state_import(args: argparse.Namespace) -> int:
-    """Import an export file; rows already present are skipped."""
-    with _open(args) as mem:
+    """Import an export file (into a new store too); rows already present are skipped."""
+    if not Path(args.input).expanduser().is_file():
+        raise InvalidInput(f"no export file {args.input}; pass --input FILE made by state export")
+    with _open(args, create=True) as mem:
         summary = mem.import_json(args.input, namespace=args.namespace, progress=True)
         _wait_for_embeddings(mem)
+        _report_pending(mem)
+    where = f" into {', '.join(summary['namespaces'])}" if summary["namespaces"] else ""
     print(
-        f"imported {summary['events_added']} event(s) and {summary['sessions_added']} session(s)"
-        f" into {', '.join(summary['namespaces']) or '(nothing new)'}; "
-        f"skipped {summary['events_skipped']} event(s) already present"
+        f"imported{where}: {summary['events_added']} new event(s), "
+        f"{summary['events_skipped']} already present; {summary['sessions_added']} new "
+        f"session(s), {summary['sessions_skipped']} already present"
         + (f"; redacted {summary['redacted']} secret(s)" if summary["redacted"] else "")
     )
     return 0
@@ -168,6 +193,7 @@ def cmd_memory_sync(args: argparse.Namespace) -> int:
     with _open(args) as mem:
         result = mem.sync_agents_md(args.file, namespace=args.namespace)
         _wait_for_embeddings(mem)
+        _report_pending(mem)
     print(str(result))
     for label, keys in (("added", result.added), ("updated", result.updated)):
         for key in keys:
@@ -188,9 +214,68 @@ def cmd_memory_purge(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- health ------------------------------------------------------------------------------------
+# -- the model: reembed, health ---------------------------------------------------------------
+#: What to do about a model that cannot load, in the command line's words.
+MODEL_ADVICE = (
+    f"Set {ENV_MODEL_PATH} to a local copy of the model (a folder holding model.onnx and "
+    "tokenizer.json), or add --embedder hash for the offline test embedder."
+)
+#: The command that tries failed embeddings again (``health`` names it).
+RETRY_FAILED = "nbmemory memory reembed --failed"
+
+
+def _in_cli_words(exc: BaseException) -> str:
+    """The error's message, with a model that cannot load explained for the command line."""
+    unavailable = model_unavailable(exc)
+    return str(exc) if unavailable is None else unavailable.explain(MODEL_ADVICE)
+
+
+def _check_model(mem: Memory) -> int:
+    """The model's dimension; a model that cannot load is a one-line EmbedderError."""
+    try:
+        return int(mem.embedder.embed(["nbmemory model check"]).shape[1])
+    except NbMemoryError as exc:
+        raise EmbedderError(_in_cli_words(exc)) from None
+
+
+def cmd_memory_reembed(args: argparse.Namespace) -> int:
+    """Embed rows again: those whose embedding failed (--failed), else those of other models."""
+    if args.failed and args.namespace is not None:
+        raise InvalidInput(
+            "--failed re-queues the failed rows of every namespace; drop --namespace"
+        )
+    with _open(args) as mem:
+        _check_model(mem)  # a model that cannot load changes nothing
+        if args.failed:
+            queued = mem.retry_failed_embeddings()
+            what = "whose embedding had failed"
+        else:
+            queued = mem.reembed(namespace=args.namespace)
+            what = f"not embedded by {mem.model_name}"
+        try:
+            _wait_for_embeddings(mem, "re-embedding")
+            mem.flush()
+        except NbMemoryError as exc:
+            raise EmbedderError(_in_cli_words(exc)) from None
+        status = mem.status()
+    print(
+        f"re-queued {queued} event(s) {what}; the store now has {status['embedded']} embedded, "
+        f"{status['pending']} pending and {status['failed']} failed"
+        + (
+            f" (see why with nbmemory health, retry with {RETRY_FAILED})"
+            if status["failed"]
+            else ""
+        )
+    )
+    return 0
+
+
 def cmd_health(args: argparse.Namespace) -> int:
-    """Check that the store opens, the model loads, and how many embeddings are pending."""
+    """Check that the store opens, the model loads, and how many embeddings are pending.
+
+    Without a model nothing waits for fastembed's retries: its cache is looked at
+    and the hub gets one quick check, so the answer comes in about a second.
+    """
     healthy = True
     lines: list[tuple[str, str, str]] = []
     mem = None
@@ -210,22 +295,20 @@ def cmd_health(args: argparse.Namespace) -> int:
         healthy = False
         lines.append(("store", "FAIL", str(exc)))
     if mem is not None:
-        try:
-            with mem:
+        with mem:
+            try:
                 vectors = mem.embedder.embed(["nbmemory health check"])
                 lines.append(("model", "ok", f"{mem.model_name} ({vectors.shape[1]}-d)"))
-                flag = "ok" if not status["failed"] else "WARN"
-                lines.append(
-                    (
-                        "embeddings",
-                        flag,
-                        f"{status['embedded']} embedded, {status['pending']} pending (backlog), "
-                        f"{status['failed']} failed",
-                    )
-                )
-        except NbMemoryError as exc:
-            healthy = False
-            lines.append(("model", "FAIL", str(exc)))
+            except Exception as exc:  # a diagnosis: whatever the model raises is reported
+                healthy = False
+                lines.append(("model", "FAIL", " ".join(_in_cli_words(exc).split())))
+            detail = (
+                f"{status['embedded']} embedded, {status['pending']} pending (backlog), "
+                f"{status['failed']} failed"
+            )
+            if status["failed"]:
+                detail += f"; try them again with {RETRY_FAILED}"
+            lines.append(("embeddings", "WARN" if status["failed"] else "ok", detail))
     for component, state, detail in lines:
         print(f"{component:<11}{state:<6}{detail}")
     return 0 if healthy else 1
@@ -280,6 +363,17 @@ def add_commands(sub: Any) -> None:
     )
     _common(purge, namespace=False)
     purge.set_defaults(func=cmd_memory_purge)
+    reembed = memory_sub.add_parser(
+        "reembed",
+        help="embed again the rows of other models, or with --failed those whose embedding failed",
+    )
+    _common(reembed)
+    reembed.add_argument(
+        "--failed",
+        action="store_true",
+        help="re-queue the rows whose embedding failed (every namespace)",
+    )
+    reembed.set_defaults(func=cmd_memory_reembed)
 
     health = sub.add_parser("health", help="store opens, model loads, embedding backlog")
     _common(health, namespace=False)

@@ -120,8 +120,9 @@ class Memories:
     ) -> Event:
         """Store one turn of a conversation as a memory with its role.
 
-        The importance defaults by role (user 0.5, assistant 0.5, tool 0.3, system
-        0.1); ``metadata`` gets ``{"type": "conversation"}`` unless it says otherwise.
+        Without ``importance``: the role's default (user 0.5, assistant 0.5, tool
+        0.3, system 0.1) or the estimate from the text when higher, as in
+        :meth:`add_event`; ``metadata`` gets ``{"type": "conversation"}`` unless it says otherwise.
         """
         extra = {"type": "conversation"}
         if metadata is not None:

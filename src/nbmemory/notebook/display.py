@@ -21,13 +21,26 @@ class RememberedEvent(Event):
 
 
 class MemoryStatus:
-    """What ``%memory status`` returns: :meth:`Memory.status` with a readable display."""
+    """What ``%memory status`` returns: :meth:`Memory.status` with a readable display.
 
-    def __init__(self, info: dict[str, Any]) -> None:
-        self.info = info
+    ``model_state`` (also ``status["model_state"]``) says how the embedding model is
+    doing, without waiting for it: ``"ok (384-d)"``, ``"loading"``, ``"not loaded
+    yet"`` or ``"cannot load: <why>"``; it is shown on its own ``model`` line.
+    """
+
+    def __init__(self, info: dict[str, Any], model_state: str | None = None) -> None:
+        self.info = dict(info)
+        if model_state is not None:
+            self.info["model_state"] = model_state
 
     def __getitem__(self, key: str) -> Any:
         return self.info[key]
+
+    @property
+    def model_state(self) -> str | None:
+        """How the model is doing (None when the caller did not say)."""
+        state: str | None = self.info.get("model_state")
+        return state
 
     def to_frame(self) -> pd.DataFrame:
         """Counts per namespace, session and kind (events, embedded, pending, failed)."""
@@ -41,17 +54,25 @@ class MemoryStatus:
             f"{i['failed']} failed) · backlog {i['backlog']}"
         )
 
+    def model_line(self) -> str | None:
+        """``model <name>: <state>``, or None without a state."""
+        state = self.model_state
+        return None if state is None else f"model {self.info['model']}: {state}"
+
     def __repr__(self) -> str:
         return f"<MemoryStatus {self.summary()}>"
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         counts = self.to_frame()
         table = "(no memories yet)" if counts.empty else counts.to_string(index=False)
-        p.text(self.summary() + "\n" + table)
+        line = self.model_line()
+        p.text(self.summary() + ("" if line is None else "\n" + line) + "\n" + table)
 
     def _repr_html_(self) -> str:
         counts = self.to_frame()
         table = (
             "<p>(no memories yet)</p>" if counts.empty else counts.to_html(index=False, na_rep="")
         )
-        return f"<p>{html.escape(self.summary())}</p>{table}"
+        line = self.model_line()
+        model = "" if line is None else f"<p>{html.escape(line)}</p>"
+        return f"<p>{html.escape(self.summary())}</p>{model}{table}"

@@ -8,12 +8,13 @@ code to use (``_``, ``Out[n]``, ``df = %recall ...``).
 
 Settings are traitlets (``%config MemoryMagics.relevance_threshold = 0.5``, or
 ``c.MemoryMagics.path = ...`` in ``ipython_kernel_config.py``).  The store is
-opened on first use from them and reopened when the path, the model or the
-namespace change.
+opened on first use from them and reopened when the path, the model, the
+namespace or the shared mode change.
 
 ``%recall`` is also IPython's history recall (alias ``%rep``).  Bare ``%recall``
 and numeric arguments (``%recall 12``, ``%recall 3-5``) keep IPython's behaviour;
-``%rep`` stays IPython's command.  ``%unload_ext nbmemory`` restores both.
+``%recall -- 2024`` searches for the number; ``%rep`` stays IPython's command.
+``%unload_ext nbmemory`` restores both.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from typing import Any
 import pandas as pd
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
-from traitlets import Float, Int, TraitError, Unicode, observe, validate
+from traitlets import Bool, Float, Int, TraitError, Unicode, observe, validate
 
 from ..config import DEFAULT_MODEL, Settings
-from ..errors import NbMemoryError
+from ..errors import EmbedderError, NbMemoryError, StoreLocked
 from ..memory import Memory
 from ..retrieval import FastEmbedEmbedder, resolve_embedder
+from ..retrieval.embedders import model_state, model_unavailable
 from ..validation import check_limit, check_name, check_unit_interval
 from .display import MemoryStatus, RememberedEvent
 from .parsers import (
@@ -69,7 +71,25 @@ SETTINGS_TRAITS = (
     "max_content_bytes",
 )
 #: Traits that decide which store (and model) is open; changing one reopens it.
-STORE_TRAITS = ("path", "embedder", "model_path", "namespace")
+STORE_TRAITS = ("path", "embedder", "model_path", "namespace", "shared")
+
+#: What to do about a store another process holds, in the notebook's words
+#: (:class:`~nbmemory.errors.StoreLocked` says it in Python's).
+LOCKED_ADVICE = (
+    "run %memory close in the other kernel (or shut it down), or set "
+    "%config MemoryMagics.shared = True in every kernel using the file (NBMEMORY_SHARED=1 "
+    "in their environment does the same) so they take turns, or use another "
+    "MemoryMagics.path."
+)
+
+#: What to do about a model that cannot load, in the notebook's words
+#: (:class:`~nbmemory.retrieval.embedders.ModelUnavailable` says it in Python's).
+MODEL_ADVICE = (
+    'Run %config MemoryMagics.model_path = "/path/to/all-MiniLM-L6-v2" (a folder holding '
+    "model.onnx and tokenizer.json; %env NBMEMORY_MODEL_PATH=... works too), or "
+    '%config MemoryMagics.embedder = "hash" for the offline test embedder. '
+    "The next magic tries again; memories stored meanwhile are kept and embedded then."
+)
 
 #: Columns of ``%recall``'s answer, in order.
 RECALL_COLUMNS = [
@@ -94,6 +114,12 @@ def _engine_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except HelpShown:
             return None
+        except StoreLocked as exc:  # the remedies in notebook words, not mem.close()
+            raise UsageError(one_line(exc.explain(LOCKED_ADVICE))) from None
+        except EmbedderError as exc:  # a model that cannot load: what to run, in notebook words
+            unavailable = model_unavailable(exc)
+            message = exc if unavailable is None else unavailable.explain(MODEL_ADVICE)
+            raise UsageError(one_line(message)) from None
         except NbMemoryError as exc:
             raise UsageError(one_line(exc)) from None
 
@@ -138,6 +164,14 @@ class MemoryMagics(Magics):
         None,
         allow_none=True,
         help="Folder holding the fastembed model files (overrides $NBMEMORY_MODEL_PATH).",
+    ).tag(config=True)
+    shared = Bool(
+        None,
+        allow_none=True,
+        help=(
+            "Share the store file with other kernels, each holding it only while a magic "
+            "runs (slower). None: $NBMEMORY_SHARED (1 = shared)."
+        ),
     ).tag(config=True)
     namespace = Unicode("default", help="Namespace the magics read and write.").tag(config=True)
     session = Unicode("notebook", help="Session of %%remember and %context by default.").tag(
@@ -191,7 +225,7 @@ class MemoryMagics(Magics):
             if name in SETTINGS_TRAITS:
                 _DEFAULTS.replace(**{name: value})
             elif name == "recall_limit":
-                value = check_limit(value, name)
+                value = check_limit(value, name, allow_zero=False)
             elif name == "recall_threshold":
                 value = None if value is None else check_unit_interval(value, name, low=-1.0)
             else:
@@ -236,6 +270,7 @@ class MemoryMagics(Magics):
                 embedder=self._get_embedder(),
                 settings=self.settings(),
                 namespace=self.namespace,
+                shared=self.shared,
                 actor="magic",
             )
         return self._memory
@@ -297,8 +332,11 @@ class MemoryMagics(Magics):
     def recall(self, line: str = "") -> pd.DataFrame | None:
         """Memories most similar to a question, best first, as a DataFrame.
 
-        Columns: id, content, role, session, similarity, importance, created_at.
-        With a threshold and no hit, says how close the best memory came.
+        Columns: id, content, role, session, similarity (cosine), importance,
+        created_at, score (what the ranking sorts by: the fused score in hybrid
+        mode, the cosine in vector mode) and signals (what found each hit: vector,
+        keyword, neighbour).  With a threshold and no hit, says how close the best
+        memory came.  ``%recall -- 2024`` searches for a number.
         """
         if is_history_request(line):
             return _history_recall(self.shell)(line.strip())
@@ -306,6 +344,8 @@ class MemoryMagics(Magics):
         args = RECALL.parse_args(options)
         if not query.strip():
             raise UsageError("%recall: give a question, e.g. %recall what do I like? -k 3")
+        if args.k is not None and args.k < 1:  # the engine takes limit=0 (no hits): a slip here
+            raise UsageError(f"%recall: -k {args.k} asks for no hits; give -k 1 or more")
         threshold = args.threshold if args.threshold is not None else self.recall_threshold
         mem = self.memory
         self._wait_for_embeddings(mem)
@@ -382,7 +422,10 @@ class MemoryMagics(Magics):
         return getattr(self, f"_memory_{args.command}")(args)
 
     def _memory_status(self, args: argparse.Namespace) -> MemoryStatus:
-        return MemoryStatus(self.memory.status())
+        """The store's counts and the model's state; never waits for (or loads) the model."""
+        mem = self.memory
+        unavailable = mem.worker.unavailable if mem.worker is not None else None
+        return MemoryStatus(mem.status(), model_state=model_state(mem.embedder, unavailable))
 
     def _memory_sessions(self, args: argparse.Namespace) -> pd.DataFrame:
         return self.memory.sessions(namespace=args.namespace, all_namespaces=args.all)

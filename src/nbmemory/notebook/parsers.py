@@ -109,7 +109,9 @@ REMEMBER = Parser(
 REMEMBER.add_argument("--role", help="user, assistant, tool or system (default: MemoryMagics.role)")
 REMEMBER.add_argument("--session", help="session id (default: MemoryMagics.session)")
 REMEMBER.add_argument(
-    "--importance", type=float, help="0..1 (default by role: user/assistant 0.5, tool 0.3 ...)"
+    "--importance",
+    type=float,
+    help="0..1 (default: the role's, user/assistant 0.5, tool 0.3 ..., or the estimate from the text when higher)",
 )
 REMEMBER.add_argument("--namespace", help="namespace (default: MemoryMagics.namespace)")
 REMEMBER.add_argument("--kind", default="message", help="event kind (default: message)")
@@ -130,12 +132,17 @@ REMEMBER.add_argument(
 RECALL = Parser(
     prog="%recall",
     description=(
-        "Semantic search over the memories: a DataFrame best first. Bare %recall and "
+        "Semantic search over the memories: a DataFrame best first, with the columns id, "
+        "content, role, session, similarity (cosine), importance, created_at, score (what "
+        "the ranking sorts by: the fused score in hybrid mode, the cosine in vector mode) "
+        "and signals (what found each hit: vector, keyword, neighbour). Bare %recall and "
         "numeric arguments (%recall 12, %recall 3-5) are IPython's history recall; %rep "
         "always is. To search for a number, write %recall -- 2024."
     ),
 )
-RECALL.add_argument("-k", type=int, help="how many hits (default: MemoryMagics.recall_limit, 5)")
+RECALL.add_argument(
+    "-k", type=int, help="how many hits, 1 or more (default: MemoryMagics.recall_limit, 5)"
+)
 RECALL.add_argument(
     "--threshold", type=float, help="keep hits with similarity >= T (default: none, top k)"
 )
@@ -210,10 +217,22 @@ _FLUSH.add_argument("--timeout", type=float, help="seconds to wait at most")
 _CLOSE = _SUB.add_parser("close", help="close the store file (the next magic reopens it)")
 
 
+# One history range of IPython's %recall/%history (``12``, ``3-5``, ``~1/2``, ``4:6``,
+# ``-3``): the grammar of IPython's ``history.range_re``, with at least one digit.
+_HISTORY_RANGE = re.compile(r"(?:~?\d+/)?\d*(?:[-:](?:~?\d+/)?\d+)?")
+
+
 def is_history_request(line: str) -> bool:
-    """Bare ``%recall`` or history numbers/ranges (``12``, ``3-5``, ``~1/2``) only."""
-    text = line.strip()
-    return not text or bool(re.fullmatch(r"[~\d/:\-\s]+", text) and re.search(r"\d", text))
+    """Bare ``%recall`` or history numbers/ranges (``12``, ``3-5``, ``~1/2``) only.
+
+    ``--`` ends the options and starts the query, so ``%recall -- 2024`` is a search
+    for "2024", never a history range.
+
+    >>> [is_history_request(s) for s in ("", "12", "3-5 7", "~1/2", "-- 2024", "2024 -k 3")]
+    [True, True, True, True, False, False]
+    """
+    words = line.split()
+    return all(_HISTORY_RANGE.fullmatch(w) and re.search(r"\d", w) for w in words)
 
 
 def parse_meta(pairs: list[str]) -> dict[str, str] | None:

@@ -58,10 +58,17 @@ def recency(memory: Memory, loaded: LoadedConversation, question: str, k: int) -
 
 @register_strategy("salience")
 def salience(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
-    """The ``k`` most important memories (ties: newest first), whatever the question."""
-    return memory.store.events.ids(
-        namespace=loaded.namespace, order="importance DESC, created_at DESC, id DESC", limit=k
+    """Up to ``k`` salient memories (importance >= the store's threshold) in the
+    profile's order (closest to the question first in ``hybrid``): what the
+    salience strategy of :meth:`Memory.get_context` brings."""
+    by_query = memory.settings.salience_order == "query"
+    records = memory.retriever.salient(
+        loaded.namespace,
+        memory.embed_query(question) if by_query else None,
+        threshold=memory.settings.salience_threshold,
+        limit=k,
     )
+    return [record["id"] for record in records]
 
 
 @register_strategy("relevance")
@@ -93,8 +100,8 @@ def tri_hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int
     The question is asked in the session of the conversation's last turn, as if
     the user asked it right after the conversation: recency then brings that
     session's last turns, salience the important memories, relevance the similar
-    ones, all with the store's settings (with ``profile="spec"`` this is seed
-    000's tri-hybrid context; with ``"hybrid"`` relevance is the fused ranking).
+    ones, all with the store's settings (with ``profile="spec"`` relevance is cosine
+    above 0.65, as in the Rust agent layer; with ``"hybrid"`` the fused ranking).
     """
     context = memory.get_context(loaded.last_session, question, namespace=loaded.namespace)
     return context.ids[:k]
@@ -115,7 +122,7 @@ def hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int) ->
 
 
 #: Strategies whose answer depends on the store's retrieval profile (the others don't).
-PROFILE_DEPENDENT = frozenset({"relevance@threshold", "tri-hybrid"})
+PROFILE_DEPENDENT = frozenset({"salience", "relevance@threshold", "tri-hybrid"})
 
 
 def parse_ks(text: str | int | Iterable[int]) -> list[int]:
@@ -301,7 +308,7 @@ def evaluate_profiles(
 ) -> Evaluation:
     """One table for several retrieval profiles (``["spec", "hybrid"]``).
 
-    Strategies that do not depend on the profile (recency, salience, relevance,
+    Strategies that do not depend on the profile (recency, relevance,
     keyword, hybrid) are asked once; the others once per profile, named like
     ``"tri-hybrid [spec]"`` when there is more than one profile.
     ``relevance_threshold`` overrides every profile's own (None: each profile's,
@@ -328,7 +335,13 @@ def evaluate_profiles(
         frames.append(frame)
     per_query = pd.concat(frames, ignore_index=True)
     table = summarize(per_query)
-    order = [n for n in chosen if n in table.index]
+    # the strategies in the order asked, each profile's row beside the others
+    order = [
+        row
+        for n in chosen
+        for row in ([n] if n in table.index else [f"{n} [{p}]" for p in profiles])
+        if row in table.index
+    ]
     order += [n for n in table.index if n not in order]
     parameters = {
         "k": ",".join(str(x) for x in parse_ks(k)),

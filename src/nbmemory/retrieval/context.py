@@ -43,6 +43,17 @@ FRAME_COLUMNS = [
     "kind",
 ]
 
+#: The columns of a context's display (HTML and text), best-ranked first.
+DISPLAY_COLUMNS = [
+    "strategies",
+    "role",
+    "content",
+    "similarity",
+    "importance",
+    "recency_rank",
+    "created_at",
+]
+
 
 @dataclass
 class ContextItem:
@@ -188,23 +199,41 @@ class Context:
         counts = {s: len(self.by_strategy(s)) for s in STRATEGIES}
         found = ", ".join(f"{n} {s}" for s, n in counts.items())
         query = f" for {self.query!r}" if self.query else ""
-        return f"context of session {self.session_id!r}{query}: {len(self)} memories ({found})"
+        memories = "1 memory" if len(self) == 1 else f"{len(self)} memories"
+        return f"context of session {self.session_id!r}{query}: {memories} ({found})"
+
+    def _display_frame(self) -> pd.DataFrame:
+        """The columns a person reads: which strategy found each row, and its scores."""
+        return self.to_frame()[DISPLAY_COLUMNS]
+
+    def to_text(self, max_colwidth: int = 60) -> str:
+        """The summary line, then a plain-text table (and the near misses, if any).
+
+        What a plain-text frontend shows (terminal IPython, ``print(ctx)``, nbconvert
+        to text); notebooks show the same as HTML.  ``content`` is cut to
+        ``max_colwidth`` characters, as pandas does.
+        """
+        lines = [self.summary()]
+        frame = self._display_frame()
+        if frame.empty:
+            lines.append("(no memories)")
+        else:
+            frame = frame.assign(
+                created_at=[_minute(value) for value in frame["created_at"]],
+            )
+            lines.append(_text_table(frame, max_colwidth))
+        if self.near_misses is not None and not self.near_misses.empty:
+            lines += ["", "Near misses:", _text_table(self.near_misses, max_colwidth)]
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"<Context {self.summary()}>"
+        return self.to_text()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("Context(...)" if cycle else self.to_text())
 
     def _repr_html_(self) -> str:
-        frame = self.to_frame()[
-            [
-                "strategies",
-                "role",
-                "content",
-                "similarity",
-                "importance",
-                "recency_rank",
-                "created_at",
-            ]
-        ]
+        frame = self._display_frame()
         body = frame.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.3f}")
         extra = ""
         if self.near_misses is not None and not self.near_misses.empty:
@@ -258,6 +287,34 @@ def merge(
         item.strategies.sort(key=_PRIORITY.__getitem__)
         item.rank = rank
     return ranked
+
+
+def _text_table(frame: pd.DataFrame, max_colwidth: int) -> str:
+    """A frame as aligned plain text: no index, text left-aligned and cut to
+    ``max_colwidth`` characters, numbers with 3 decimals, blanks for missing."""
+    columns: list[list[str]] = []
+    for name, column in frame.items():
+        numeric = pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+        texts = [str(name)] + [_cell(value, max_colwidth) for value in column]
+        width = max(len(t) for t in texts)
+        columns.append([t.rjust(width) if numeric else t.ljust(width) for t in texts])
+    return "\n".join("  ".join(row).rstrip() for row in zip(*columns, strict=True))
+
+
+def _cell(value: Any, max_colwidth: int) -> str:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return ""
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.3f}"
+    text = " ".join(str(value).split())  # one line per row
+    return text if len(text) <= max_colwidth else text[: max_colwidth - 3] + "..."
+
+
+def _minute(value: Any) -> str:
+    """A timestamp to the minute (what a reader needs to order a conversation)."""
+    if value is None or value is pd.NaT:
+        return ""
+    return pd.Timestamp(value).strftime("%Y-%m-%d %H:%M")
 
 
 def _number(value: Any) -> float | None:

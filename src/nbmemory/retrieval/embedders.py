@@ -4,7 +4,10 @@ Three kinds, one protocol (``name``, ``dim``, ``embed(list[str]) -> float32 arra
 
 * :class:`FastEmbedEmbedder` — ``sentence-transformers/all-MiniLM-L6-v2`` through
   fastembed, the spec's model and the default.  ``$NBMEMORY_MODEL_PATH`` points it
-  at a local copy; otherwise fastembed's own cache and download are used.
+  at a local copy; otherwise fastembed's cache, then its download when the hub
+  answers a quick check.  A model that cannot load raises
+  :class:`ModelUnavailable` within seconds, and keeps raising it at once (the
+  failure is remembered) until the model path or the cache folder changes.
 * :class:`HashEmbedder` — deterministic, offline, no model: hashed words and
   character trigrams.  For unit tests and air-gapped smoke runs; never picked
   silently (ask for it with ``embedder="hash"``).
@@ -15,18 +18,24 @@ The background :class:`~nbmemory.retrieval.worker.EmbeddingWorker` runs them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import inspect
 import logging
 import os
 import re
+import socket
+import tempfile
 import threading
-from collections.abc import Callable
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..config import DEFAULT_MODEL, ENV_MODEL_PATH
-from ..errors import EmbedderError, InvalidInput
+from ..errors import EmbedderError, InvalidInput, ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +56,106 @@ class Embedder(Protocol):
         ...
 
 
+#: The hub fastembed downloads from (``$HF_ENDPOINT`` replaces it, as in huggingface_hub).
+DEFAULT_HUB = "https://huggingface.co"
+#: Seconds the quick check of the hub waits for a connection before calling it unreachable.
+HUB_CHECK_TIMEOUT = 2.5
+
+
+def model_unavailable(exc: BaseException | None) -> ModelUnavailable | None:
+    """The :class:`ModelUnavailable` behind ``exc`` (itself or a cause), if any."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ModelUnavailable):
+            return exc
+        exc = exc.__cause__
+        seen += 1
+    return None
+
+
+#: (model, model path, fastembed cache) -> why the load failed; see ModelUnavailable.
+_FAILED_LOADS: dict[tuple[str, str | None, str], str] = {}
+_FAILED_LOCK = threading.Lock()
+
+
+def forget_failed_loads() -> None:
+    """Forget every remembered load failure: the next use of each model tries again."""
+    with _FAILED_LOCK:
+        _FAILED_LOADS.clear()
+
+
+def fastembed_cache_dir() -> str:
+    """The folder fastembed keeps downloaded models in (``$FASTEMBED_CACHE_PATH``)."""
+    return os.environ.get("FASTEMBED_CACHE_PATH") or os.path.join(
+        tempfile.gettempdir(), "fastembed_cache"
+    )
+
+
+def hub_unreachable(timeout: float = HUB_CHECK_TIMEOUT) -> str | None:
+    """None when the model hub (or the proxy to it) accepts a connection, else why not.
+
+    One TCP connection with a short timeout, name lookup included (it runs on a
+    daemon thread, since a lookup ignores socket timeouts): seconds, not the minutes
+    fastembed's retries take when the network is down.
+    """
+    endpoint = os.environ.get("HF_ENDPOINT") or DEFAULT_HUB
+    parts = urllib.parse.urlsplit(endpoint)
+    host = parts.hostname or "huggingface.co"
+    try:
+        port = parts.port or (80 if parts.scheme == "http" else 443)
+    except ValueError:
+        port = 443
+    target, via = (host, port), host
+    proxy = urllib.request.getproxies().get(parts.scheme or "https")
+    if proxy and not urllib.request.proxy_bypass(host):
+        proxy_parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if proxy_parts.hostname:
+            target = (proxy_parts.hostname, proxy_parts.port or 8080)
+            via = f"{host} (through the proxy {proxy_parts.hostname})"
+    outcome: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection(target, timeout=timeout).close()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(f"{via} cannot be reached ({_one_line(exc.strerror or exc)})")
+
+    thread = threading.Thread(target=probe, name="nbmemory-hub-check", daemon=True)
+    thread.start()
+    thread.join(timeout + 0.5)
+    if not outcome:
+        return f"{via} did not answer within {timeout:g} s"
+    return outcome[0]
+
+
 class FastEmbedEmbedder:
-    """fastembed's ONNX runtime; the model loads on first use (not at construction)."""
+    """fastembed's ONNX runtime; the model loads on first use (not at construction).
+
+    ``model_path`` (default: ``$NBMEMORY_MODEL_PATH``, read when the model loads)
+    names a local copy.  Without one, fastembed's cache is tried first, and the
+    download only when the hub answers a quick check, so a machine without network
+    learns in seconds that the model is missing (:class:`ModelUnavailable`).
+    """
 
     def __init__(self, model_name: str = DEFAULT_MODEL, *, model_path: str | None = None) -> None:
         self.name = model_name
-        self.model_path = model_path if model_path is not None else os.environ.get(ENV_MODEL_PATH)
+        self._model_path = model_path
         self._model: Any = None
         self._dim: int | None = None
         self._load_lock = threading.Lock()
+        self._loading = False
+
+    @property
+    def model_path(self) -> str | None:
+        """The local copy: the one given, else ``$NBMEMORY_MODEL_PATH`` as it is now."""
+        if self._model_path is not None:
+            return self._model_path
+        return os.environ.get(ENV_MODEL_PATH) or None
+
+    @model_path.setter
+    def model_path(self, value: str | None) -> None:
+        self._model_path = value
 
     @property
     def dim(self) -> int:
@@ -63,40 +163,97 @@ class FastEmbedEmbedder:
             self._dim = int(self.embed(["dimension probe"]).shape[1])
         return self._dim
 
+    def _key(self) -> tuple[str, str | None, str]:
+        return (self.name, self.model_path, fastembed_cache_dir())
+
+    @property
+    def load_state(self) -> str:
+        """``"ok (384-d)"``, ``"loading"``, ``"not loaded yet"`` or why it cannot load.
+
+        Never waits for the model (``%memory status`` shows it while a load runs).
+        """
+        if self._model is not None:
+            return f"ok ({self._dim}-d)" if self._dim else "ok"
+        with _FAILED_LOCK:
+            reason = _FAILED_LOADS.get(self._key())
+        if reason is not None:
+            return f"cannot load: {reason}"
+        return "loading" if self._loading else "not loaded yet"
+
     def _load(self) -> Any:
         with self._load_lock:
             if self._model is not None:
                 return self._model
+            key = self._key()
+            with _FAILED_LOCK:
+                reason = _FAILED_LOADS.get(key)
+            if reason is not None:  # remembered: fail at once, nothing changed since
+                raise ModelUnavailable(self.name, reason)
+            self._loading = True
             try:
-                from fastembed import TextEmbedding
-            except ImportError as exc:  # pragma: no cover - fastembed is a dependency
-                raise EmbedderError(
-                    "fastembed is not installed: pip install fastembed, "
-                    'or use Memory(..., embedder="hash") for an offline test model'
-                ) from exc
-            kwargs: dict[str, Any] = {"model_name": self.name}
-            if self.model_path:
-                if not os.path.isdir(self.model_path):
-                    raise EmbedderError(
-                        f"{ENV_MODEL_PATH}={self.model_path} is not a directory. Point it at a "
-                        "folder holding model.onnx and tokenizer.json, or unset it to let "
-                        "fastembed download the model."
-                    )
-                kwargs["specific_model_path"] = self.model_path
-            try:
-                self._model = TextEmbedding(**kwargs)
-            except Exception as exc:
-                where = (
-                    f"from {self.model_path}"
-                    if self.model_path
-                    else "through fastembed's download (is the network reachable?)"
-                )
-                raise EmbedderError(
-                    f"could not load the embedding model {self.name} {where}: {exc}. "
-                    f"Set {ENV_MODEL_PATH} to a local copy of the model, or pass "
-                    'embedder="hash" for an offline test embedder.'
-                ) from exc
+                self._model = self._open(key[1], key[2])
+            except ModelUnavailable as exc:
+                with _FAILED_LOCK:
+                    _FAILED_LOADS[key] = exc.reason
+                raise
+            finally:
+                self._loading = False
             return self._model
+
+    def _open(self, model_path: str | None, cache_dir: str) -> Any:
+        """Load the model: from ``model_path``, else fastembed's cache, else the hub."""
+        if model_path:
+            if not os.path.isdir(model_path):
+                named = (
+                    f"{ENV_MODEL_PATH}={model_path}"
+                    if self._model_path is None
+                    else f"model_path={model_path} (used instead of {ENV_MODEL_PATH})"
+                )
+                raise ModelUnavailable(self.name, f"{named} is not a directory")
+            try:
+                return self._text_embedding()(model_name=self.name, specific_model_path=model_path)
+            except ModelUnavailable:
+                raise
+            except Exception as exc:
+                raise ModelUnavailable(
+                    self.name, f"loading it from {model_path} failed: {_describe(exc)}"
+                ) from exc
+        missing = f"it is not in fastembed's cache ({cache_dir})"
+        if not _is_empty_folder(cache_dir):  # (an empty one cannot hold it: no need to look)
+            try:
+                with _quiet_fastembed():  # a miss is not an error yet
+                    return self._text_embedding()(model_name=self.name, local_files_only=True)
+            except ModelUnavailable:
+                raise
+            except Exception as exc:
+                if "not supported" in str(exc):  # a name fastembed does not know
+                    raise ModelUnavailable(self.name, _describe(exc)) from exc
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}:
+            raise ModelUnavailable(
+                self.name, f"{missing} and HF_HUB_OFFLINE forbids downloading it"
+            )
+        unreachable = hub_unreachable()
+        if unreachable is not None:
+            raise ModelUnavailable(self.name, f"{missing} and {unreachable}")
+        log.info("downloading the embedding model %s into %s", self.name, cache_dir)
+        try:
+            return self._text_embedding()(model_name=self.name)
+        except ModelUnavailable:
+            raise
+        except Exception as exc:
+            raise ModelUnavailable(
+                self.name, f"{missing} and downloading it failed: {_describe(exc)}"
+            ) from exc
+
+    def _text_embedding(self) -> Any:
+        """fastembed's ``TextEmbedding`` class (imported on first load: it is slow)."""
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as exc:  # pragma: no cover - fastembed is a dependency
+            raise ModelUnavailable(
+                self.name, "fastembed is not installed (pip install fastembed)"
+            ) from exc
+        return TextEmbedding
 
     def embed(self, texts: list[str]) -> np.ndarray:
         model = self._load()
@@ -109,6 +266,68 @@ class FastEmbedEmbedder:
 
     def __repr__(self) -> str:
         return f"FastEmbedEmbedder({self.name!r})"
+
+
+def model_state(embedder: Any, unavailable: ModelUnavailable | None = None) -> str:
+    """How ``embedder``'s model is doing, without waiting for it: ``"ok (384-d)"``,
+    ``"loading"``, ``"not loaded yet"`` or ``"cannot load: <why>"``.
+
+    ``unavailable`` is what the worker last got from an embedder that cannot say
+    itself (one of your own raising :class:`ModelUnavailable`).
+    """
+    state = getattr(embedder, "load_state", None)
+    if isinstance(state, str):
+        return state
+    if unavailable is not None:
+        return f"cannot load: {unavailable.reason}"
+    dim = inspect.getattr_static(embedder, "dim", None)
+    if isinstance(dim, property):  # learnt on first use: look, never embed
+        dim = getattr(embedder, "_dim", None)
+    return f"ok ({dim}-d)" if isinstance(dim, int) and dim else "not loaded yet"
+
+
+def _has_static(obj: Any, name: str) -> bool:
+    """``hasattr`` without running a property."""
+    try:
+        inspect.getattr_static(obj, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def _is_empty_folder(path: str) -> bool:
+    """True when ``path`` is missing or holds nothing (so no model can be cached there)."""
+    try:
+        with os.scandir(path) as entries:
+            return next(entries, None) is None
+    except FileNotFoundError:
+        return True
+    except OSError:  # unreadable: let fastembed look and say why
+        return False
+
+
+def _one_line(text: object, limit: int = 400) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _describe(exc: BaseException) -> str:
+    return _one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+
+
+@contextlib.contextmanager
+def _quiet_fastembed() -> Iterator[None]:
+    """Silence fastembed's log while it looks in its cache: a miss is not an error yet."""
+    try:
+        from loguru import logger
+    except ImportError:  # pragma: no cover - fastembed depends on loguru
+        yield
+        return
+    logger.disable("fastembed")
+    try:
+        yield
+    finally:
+        logger.enable("fastembed")
 
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
@@ -205,7 +424,9 @@ def resolve_embedder(spec: Any = None) -> Embedder:
         if spec.startswith("nbmemory/hash-"):
             return HashEmbedder(int(spec.rsplit("-", 1)[1]))
         return FastEmbedEmbedder(spec.removeprefix("fastembed:"))
-    if isinstance(spec, Embedder) or (hasattr(spec, "embed") and hasattr(spec, "name")):
+    # Looked up statically: ``isinstance(spec, Embedder)`` would read ``dim``, which
+    # loads a fastembed model (seconds, or a failure) before the store even opens.
+    if _has_static(spec, "embed") and _has_static(spec, "name"):
         return spec
     if callable(spec):
         return CallableEmbedder(spec)

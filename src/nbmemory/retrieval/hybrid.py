@@ -8,7 +8,8 @@ recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.71
    by BM25 (both exact, from the in-memory indexes), plus the turn before and
    after each of them in its session;
 2. ``fused = (1 - w) * cos_norm + w * bm25_norm`` where cosine is min-max
-   normalised over the searched memories and BM25 divided by its maximum;
+   normalised over the searched memories (the similarity itself, clipped to 0..1,
+   when they are all equal: a single memory) and BM25 divided by its maximum;
 3. ``score = fused + neighbour_weight * max(fused(previous), fused(next))``: a turn
    next to a strong hit is likely part of the same exchange (answers often span
    a question and its reply);
@@ -120,7 +121,11 @@ def _passes(similarity: float | None, floor: float | None, strict: bool) -> bool
 
 
 class _Fusion:
-    """``(1 - w) * cosine (min-max over the searched memories) + w * BM25 / max BM25``."""
+    """``(1 - w) * cosine (min-max over the searched memories) + w * BM25 / max BM25``.
+
+    When every searched similarity is the same (one memory, say), min-max has no
+    spread: the cosine part is then the similarity itself, clipped to 0..1.
+    """
 
     def __init__(
         self,
@@ -132,7 +137,7 @@ class _Fusion:
         self.cosine = cosine
         self.keywords = keywords
         self.low, high = score_range
-        self.spread = high - self.low if high > self.low else 1.0
+        self.spread = high - self.low if high > self.low else 0.0
         self.top_keyword = keywords.max or 1.0
         self.weight = keyword_weight
 
@@ -140,6 +145,11 @@ class _Fusion:
         if event_id is None:
             return 0.0
         cos = self.cosine.get(event_id)
-        cos_part = 0.0 if cos is None else max(0.0, (cos - self.low) / self.spread)
+        if cos is None:
+            cos_part = 0.0
+        elif self.spread:
+            cos_part = max(0.0, (cos - self.low) / self.spread)
+        else:
+            cos_part = min(1.0, max(0.0, cos))
         keyword_part = self.keywords.get(event_id, 0.0) / self.top_keyword
         return (1.0 - self.weight) * cos_part + self.weight * keyword_part

@@ -11,12 +11,11 @@ and a change is never applied twice.
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..store import Change, Store
 from .keyword_index import KeywordIndex
-from .vector_index import VectorIndex
+from .vector_index import VectorIndex, normalise_rows
 
 
 class Indexes:
@@ -52,19 +51,26 @@ class Indexes:
         return index
 
     def _build_vectors(self, index: VectorIndex) -> None:
-        table = self.store.vectors.vector_table(index.model)
-        lists = table.column("embedding").combine_chunks()
-        lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
-        dim = int(np.bincount(lengths).argmax()) if len(lengths) else (index.dim or 0)
-        keep = lengths == dim
-        if not keep.all():  # a stray vector of another size is never compared
-            table = table.filter(pa.array(keep))
-            lists = table.column("embedding").combine_chunks()
-        flat = lists.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
-        vectors = flat.reshape(-1, dim) if dim else np.zeros((0, 0), np.float32)
-        index.rebuild(
-            table.column("id").to_pylist(), table.column("namespace").to_pylist(), vectors
-        )
+        """Fill the index from the table, a batch at a time into one preallocated matrix
+        (normalised in place): memory holds the vectors once, not three times."""
+        count, dim = self.store.vectors.shape(index.model)
+        dim = dim or index.dim or 0
+        matrix = np.empty((count, dim), dtype=np.float32)
+        ids: list[str] = []
+        namespaces: list[str] = []
+        filled = 0
+        for batch in self.store.vectors.batches(index.model):
+            lists = batch.column(2)
+            keep = pc.equal(pc.list_value_length(lists), dim)
+            if not pc.all(keep).as_py():  # a stray vector of another size is never compared
+                batch = batch.filter(keep)
+                lists = batch.column(2)
+            block = lists.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
+            matrix[filled : filled + len(block)] = normalise_rows(block)
+            filled += len(block)
+            ids += batch.column(0).to_pylist()
+            namespaces += batch.column(1).to_pylist()
+        index.rebuild(ids, namespaces, matrix[:filled], normalised=True)
         self._unless_committed(index)
 
     def _unless_committed(self, index: VectorIndex | KeywordIndex) -> None:

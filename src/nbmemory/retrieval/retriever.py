@@ -2,9 +2,9 @@
 
 One dispatch for every relevance ranking:
 
-* ``vector`` — exact cosine top-k; from the in-memory index when only the
-  namespace scopes the search, else ranked by DuckDB (``store.vectors.similar``);
-  both give the same answer;
+* ``vector`` — exact cosine top-k from the in-memory index (filters select the
+  rows scored); DuckDB's ``list_cosine_similarity`` ranking
+  (``store.vectors.similar``) gives the same answer;
 * ``keyword`` — BM25 from the keyword index;
 * ``hybrid`` — cosine fused with BM25 and neighbouring turns
   (:mod:`nbmemory.retrieval.hybrid`).
@@ -192,21 +192,22 @@ class Retriever:
         since: Any = None,
         until: Any = None,
         exclude_ids: Iterable[str] = (),
+        among: set[str] | None = None,
     ) -> pd.DataFrame:
         """Exact cosine top-``limit``, best first (``similarity`` column).
 
-        Searches scoped by namespace alone are answered from the in-memory index;
-        with other filters, DuckDB ranks with ``list_cosine_similarity``.  Both give
-        the same answer, ties broken the same way (newest first, then id).
+        Answered from the in-memory index; filters (session, role, kind, dates ...)
+        select the allowed rows with one query on ``events`` and only those are
+        scored, as are only the ids in ``among`` when given.  The same answer as
+        DuckDB's ``list_cosine_similarity`` ranking (``store.vectors.similar``),
+        ties broken the same way (newest first, then id).
         """
-        if filters or since is not None or until is not None:
-            return self.store.vectors.similar(
-                vector, self.model, limit=limit, namespace=namespace, threshold=threshold,
-                strict=strict, filters=filters, since=since, until=until, exclude_ids=exclude_ids,
-            ).drop(columns=["distance_score"])  # fmt: skip
+        allowed = self._allowed_ids(namespace, filters or {}, since, until)
+        if among is not None:
+            allowed = set(among) if allowed is None else allowed & set(among)
         hits = self.indexes.vectors(self.model).search(
             vector, limit, namespace=namespace, threshold=threshold, strict=strict,
-            exclude_ids=exclude_ids,
+            exclude_ids=exclude_ids, allowed=allowed,
         )  # fmt: skip
         columns = [*READ_COLUMNS, "similarity"]
         if not hits:
@@ -223,7 +224,7 @@ class Retriever:
         return pd.DataFrame.from_records(rows[:limit], columns=columns)
 
     def _allowed_ids(
-        self, namespace: str, filters: dict[str, Any], since: Any, until: Any
+        self, namespace: str | None, filters: dict[str, Any], since: Any, until: Any
     ) -> set[str] | None:
         """Ids passing the filters (None when there are none: everything in the namespace)."""
         if not filters and since is None and until is None:
@@ -312,7 +313,8 @@ class Retriever:
 
         recency: the session's last ``recency_limit`` (10) events, from working memory;
         salience: memories of the namespace with importance >= ``salience_threshold``
-        (0.8), up to ``salience_limit`` (5); relevance: similarity to ``query`` >
+        (0.8), up to ``salience_limit`` (5): in the ``hybrid`` profile those closest
+        to ``query`` (see :meth:`salient`), in ``spec`` the most important; relevance: similarity to ``query`` >
         ``relevance_threshold`` (the profile's: 0.65 spec, 0.2 hybrid), up to
         ``relevance_limit`` (5).  Deduplicated by id.  ``explain=True`` also collects
         the near misses (candidates just under a threshold) in ``context.near_misses``.
@@ -333,16 +335,19 @@ class Retriever:
         recency = (
             self.working.recent(ns, session_id, p["recency_limit"]) if p["recency_limit"] else []
         )
-        salience = (
-            self.store.events.by_importance(ns, p["salience_threshold"], p["salience_limit"])
-            if p["salience_limit"]
-            else []
+        vector = None
+        by_query = p["relevance_limit"] or (p["salience_limit"] and s.salience_order == "query")
+        if query is not None and by_query:
+            vector = self.embed_query(query)
+        salience = self.salient(
+            ns,
+            vector if s.salience_order == "query" else None,
+            threshold=p["salience_threshold"],
+            limit=p["salience_limit"],
         )
         relevance: list[dict] = []
-        vector = None
-        if query is not None and p["relevance_limit"]:
-            vector = self.embed_query(query)
-            relevance = self._relevant(query, vector, ns, s, p)
+        if vector is not None and p["relevance_limit"]:
+            relevance = self._relevant(query or "", vector, ns, s, p)
         budget = p.pop("max_tokens")
         context = Context(
             session_id=session_id,
@@ -356,6 +361,33 @@ class Retriever:
         if explain:
             context.near_misses = self._near_misses(ns, vector, context, p)
         return context
+
+    def salient(
+        self, namespace: str, vector: np.ndarray | None, *, threshold: float, limit: int
+    ) -> list[dict[str, Any]]:
+        """The salience strategy: up to ``limit`` memories with importance >= ``threshold``.
+
+        With a query ``vector``, the salient memories closest to it come first (a
+        store keeps many durable facts; the allergy matters to a dinner question,
+        the budget to a booking one), then any salient memory not embedded yet,
+        most important first.  Without one, the most important, newest first.
+        Each record carries ``similarity`` when it was ranked by one.
+        """
+        if not limit:
+            return []
+        if vector is None:
+            return self.store.events.by_importance(namespace, threshold, limit)
+        candidates = set(self.store.events.ids_at_least(namespace, threshold))
+        if not candidates:
+            return []
+        records: list[dict[str, Any]] = self.vector_search(
+            vector, namespace, limit=limit, among=candidates
+        ).to_dict(orient="records")
+        if len(records) < limit:  # salient memories still waiting for their vector
+            seen = {record["id"] for record in records}
+            rest = self.store.events.by_importance(namespace, threshold, limit + len(seen))
+            records += [r for r in rest if r["id"] not in seen][: limit - len(records)]
+        return records
 
     def _relevant(
         self, query: str, vector: np.ndarray, namespace: str, s: Settings, p: dict[str, Any]

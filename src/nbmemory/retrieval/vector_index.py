@@ -43,10 +43,24 @@ class VectorIndex:
         return len(self._pos)
 
     # -- building ---------------------------------------------------------------------
-    def rebuild(self, ids: Sequence[str], namespaces: Sequence[str], vectors: np.ndarray) -> None:
-        """Replace the content with these rows (from a full read of the table)."""
+    def rebuild(
+        self,
+        ids: Sequence[str],
+        namespaces: Sequence[str],
+        vectors: np.ndarray,
+        *,
+        normalised: bool = False,
+    ) -> None:
+        """Replace the content with these rows (from a full read of the table).
+
+        ``normalised=True`` takes ``vectors`` as they are (unit rows, float32): no copy.
+        """
         with self._lock:
-            matrix = normalise_rows(np.asarray(vectors, dtype=np.float32))
+            matrix = (
+                np.ascontiguousarray(vectors, dtype=np.float32)
+                if normalised
+                else normalise_rows(np.asarray(vectors, dtype=np.float32))
+            )
             self.dim = matrix.shape[1] if matrix.size else self.dim
             self._matrix = matrix
             self._ids = list(ids)
@@ -154,8 +168,7 @@ class VectorIndex:
         the lowest and highest similarity among the searched rows (for fusion).
         """
         with self._lock:
-            n = self._size
-            if n == 0 or limit <= 0:
+            if self._size == 0 or limit <= 0:
                 return []
             q = np.asarray(query, dtype=np.float32).reshape(-1)
             if self.dim is not None and q.shape[0] != self.dim:
@@ -163,37 +176,65 @@ class VectorIndex:
             norm = unit_norm(q)
             if norm == 0:
                 return []
-            scores = self._matrix[:n] @ (q.astype(np.float64) / norm).astype(np.float32)
-            valid = self._alive[:n].copy()
-            if namespace is not None:
-                code = self._ns.get(namespace)
-                if code is None:
-                    return []
-                if len(self._ns) > 1:
-                    valid &= self._ns_codes[:n] == code
-            if allowed is not None:
-                valid &= positions_mask(self._pos, allowed, n)
-            if score_range is not None and valid.any():
-                searched = scores[valid]
-                score_range[:] = [float(searched.min()), float(searched.max())]
-            for event_id in exclude_ids:
-                pos = self._pos.get(event_id)
-                if pos is not None:
-                    valid[pos] = False
+            unit = (q.astype(np.float64) / norm).astype(np.float32)
+            positions = self._positions(namespace, allowed)
+            if positions is None:  # every row: one matrix-vector product
+                n = self._size
+                scores = self._matrix[:n] @ unit
+                positions = np.flatnonzero(self._valid(namespace, n))
+                scores = scores[positions]
+            else:  # a few rows (a filter): score only those
+                scores = self._matrix[positions] @ unit
+            if score_range is not None and positions.size:
+                score_range[:] = [float(scores.min()), float(scores.max())]
+            keep = np.ones(positions.size, dtype=bool)
+            excluded = [self._pos[i] for i in exclude_ids if i in self._pos]
+            if excluded:
+                keep &= ~np.isin(positions, excluded)
             if threshold is not None:
-                valid &= scores > threshold if strict else scores >= threshold
-            candidates = np.flatnonzero(valid)
-            if candidates.size == 0:
+                keep &= scores > threshold if strict else scores >= threshold
+            positions, scores = positions[keep], scores[keep]
+            if positions.size == 0:
                 return []
-            chosen = candidates
-            if candidates.size > limit:
-                part = np.argpartition(-scores[candidates], limit - 1)[:limit]
+            if positions.size > limit:
+                part = np.argpartition(-scores, limit - 1)[:limit]
                 # keep every candidate tied with the k-th score: the caller breaks
                 # ties like the SQL path (newest first, then id)
-                kth = scores[candidates[part]].min()
-                chosen = candidates[scores[candidates] >= kth]
-            order = chosen[np.argsort(-scores[chosen], kind="stable")]
-            return [(self._ids[i], float(min(1.0, max(-1.0, scores[i])))) for i in order]
+                chosen = scores >= scores[part].min()
+                positions, scores = positions[chosen], scores[chosen]
+            order = np.argsort(-scores, kind="stable")
+            return [(self._ids[positions[i]], float(min(1.0, max(-1.0, scores[i])))) for i in order]
+
+    def _valid(self, namespace: str | None, n: int) -> np.ndarray:
+        """Live rows of the namespace (all namespaces when None), as a mask."""
+        valid = self._alive[:n].copy()
+        if namespace is not None:
+            code = self._ns.get(namespace)
+            if code is None:
+                return np.zeros(n, dtype=bool)
+            if len(self._ns) > 1:
+                valid &= self._ns_codes[:n] == code
+        return valid
+
+    def _positions(self, namespace: str | None, allowed: set[str] | None) -> np.ndarray | None:
+        """Positions of the allowed live rows of the namespace, sorted; None for all rows
+        (no filter, or one too wide for scoring a subset to pay)."""
+        if allowed is None or len(allowed) * 4 > self._size:
+            if allowed is None:
+                return None
+            return np.flatnonzero(
+                self._valid(namespace, self._size) & positions_mask(self._pos, allowed, self._size)
+            )
+        found = np.fromiter(
+            (self._pos[i] for i in allowed if i in self._pos), dtype=np.int64, count=-1
+        )
+        found.sort()
+        if namespace is not None:
+            code = self._ns.get(namespace)
+            if code is None:
+                return found[:0]
+            found = found[self._ns_codes[found] == code]
+        return found[self._alive[found]]
 
     def similarities(self, query: np.ndarray, ids: Iterable[str]) -> dict[str, float]:
         """Cosine similarity of ``query`` to each of ``ids`` that has a vector here."""

@@ -5,6 +5,13 @@ Texts arrive as ``(id, text)`` pairs (the store announces every event that waits
 for a vector); the worker embeds them in batches on a daemon thread and writes
 each vector back through the writer, which stores it only if the event still
 holds that exact text.
+
+Two kinds of failure are told apart.  A text the model fails on is recorded on its
+event (``embedding_error``).  A model that cannot load at all
+(:class:`~nbmemory.retrieval.embedders.ModelUnavailable`) says nothing about the
+texts: they are set aside, left pending in the store, re-queued as soon as the
+model works again in this process (and queued again at the next open), and
+``flush`` raises the load error instead of pretending they were embedded.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EmbedderError
-from .embedders import Embedder, check_vectors
+from .embedders import Embedder, ModelUnavailable, check_vectors, model_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +39,9 @@ class EmbeddingWorker:
     """Embeds queued (id, text) pairs in batches on a daemon thread.
 
     ``submit`` never blocks on the model.  A batch that fails as a whole is retried
-    text by text, so one bad text marks only its own event with ``embedding_error``.
+    text by text, so one bad text marks only its own event with ``embedding_error``;
+    unless the model cannot load, in which case the batch is set aside (see the
+    module's docstring) without one more model call.
     """
 
     def __init__(
@@ -63,6 +72,10 @@ class EmbeddingWorker:
         self.failed = 0
         #: Writes tried again after the store was busy (shared mode) or unavailable.
         self.retries = 0
+        #: (id -> text) set aside because the model cannot load; they stay pending.
+        self._aside: dict[str, str] = {}
+        #: Why the model cannot load (the last :class:`ModelUnavailable`), or None.
+        self.unavailable: ModelUnavailable | None = None
         self._thread = threading.Thread(target=self._run, name="nbmemory-embedder", daemon=True)
         self._thread.start()
 
@@ -76,6 +89,12 @@ class EmbeddingWorker:
         with self._idle:
             return self._pending
 
+    @property
+    def set_aside(self) -> int:
+        """Texts waiting for a model that cannot load (pending in the store)."""
+        with self._idle:
+            return len(self._aside)
+
     def submit(self, items: Sequence[tuple[str, str]]) -> None:
         """Queue (id, text) pairs; returns at once."""
         if self._stopping:
@@ -88,17 +107,41 @@ class EmbeddingWorker:
             self._queue.put(item)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every submitted text is written; False if ``timeout`` ran out."""
+        """Wait until every submitted text is written; False if ``timeout`` ran out.
+
+        Texts set aside because the model cannot load are tried once more (the model
+        may load now: a model path was set); if it still cannot, raises its
+        :class:`ModelUnavailable` (the texts stay pending in the store).  A load
+        failure is remembered, so that second try costs nothing when nothing changed.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
+        retried = False
         with self._idle:
-            while self._pending:
-                if not self._thread.is_alive():
-                    raise EmbedderError("the embedding worker stopped with texts still queued")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._idle.wait(timeout=0.5 if remaining is None else min(remaining, 0.5))
-        return True
+            while True:
+                while self._pending:
+                    if not self._thread.is_alive():
+                        raise EmbedderError("the embedding worker stopped with texts still queued")
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._idle.wait(timeout=0.5 if remaining is None else min(remaining, 0.5))
+                if not self._aside:
+                    return True
+                if retried or self._stopping:
+                    error = self.unavailable
+                    if error is None:  # (set aside by a stopping worker)
+                        raise EmbedderError("the embedding worker stopped with texts set aside")
+                    raise ModelUnavailable(error.model, error.reason)
+                retried = True
+                self._requeue_locked()
+
+    def _requeue_locked(self) -> None:
+        """Queue the texts set aside again (the caller holds ``_idle``)."""
+        items = list(self._aside.items())
+        self._aside.clear()
+        self._pending += len(items)
+        for item in items:
+            self._queue.put(item)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Finish the batch in hand and stop; what is still queued stays pending in the store."""
@@ -154,14 +197,19 @@ class EmbeddingWorker:
         ids = [item[0] for item in batch]
         texts = [item[1] for item in batch]
         try:
-            vectors, errors = check_vectors(self.embedder.embed(texts), len(texts), self.dim)
+            raw = self.embedder.embed(texts)
+        except Exception as exc:
+            unavailable = model_unavailable(exc)
+            if unavailable is not None:  # the model, not these texts: they stay pending
+                self._set_aside(batch, unavailable)
+                return
+            self._isolate(batch, ids)
+            return
+        self._model_works()
+        try:
+            vectors, errors = check_vectors(raw, len(texts), self.dim)
         except Exception:
-            if len(batch) == 1:
-                self._write(self.write_errors, {ids[0]: _describe_failure()})
-                self.failed += 1
-            else:  # isolate the texts that fail
-                for item in batch:
-                    self._process([item])
+            self._isolate(batch, ids)
             return
         good = [i for i in range(len(batch)) if i not in errors]
         if good and self.dim is None:
@@ -175,6 +223,32 @@ class EmbeddingWorker:
         if errors:
             self._write(self.write_errors, {ids[i]: message for i, message in errors.items()})
             self.failed += len(errors)
+
+    def _isolate(self, batch: list[tuple[str, str]], ids: list[str]) -> None:
+        """A batch failed as a whole: record one text's error, or try them one by one."""
+        if len(batch) == 1:
+            self._write(self.write_errors, {ids[0]: _describe_failure()})
+            self.failed += 1
+        else:  # isolate the texts that fail
+            for item in batch:
+                self._process([item])
+
+    def _set_aside(self, batch: list[tuple[str, str]], error: ModelUnavailable) -> None:
+        """Keep texts the model could not even load for; no ``embedding_error`` is written."""
+        with self._idle:
+            self._aside.update(batch)
+            self.unavailable = error
+        self.last_error = str(error)
+        log.info("%d text(s) left pending: %s", len(batch), error)
+
+    def _model_works(self) -> None:
+        """The model answered: what was set aside while it could not load goes back in."""
+        with self._idle:
+            if self._stopping:  # what is set aside stays pending in the store
+                return
+            self.unavailable = None
+            if self._aside:
+                self._requeue_locked()
 
     def _write(self, write: Callable[..., None], *args: Any) -> None:
         """Write, trying again while the store is busy (another kernel's turn) until it

@@ -21,7 +21,13 @@ class Embeddings:
         self.core = core
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued embedding is written; False if ``timeout`` ran out."""
+        """Wait until every queued embedding is written; False if ``timeout`` ran out.
+
+        Raises :class:`~nbmemory.retrieval.embedders.ModelUnavailable` (an
+        ``EmbedderError``, one line) when the model cannot load: the texts stay
+        pending in the store, are embedded as soon as the model loads in this
+        process (the next ``flush`` tries again), and are queued again at the next open.
+        """
         worker = self.core.worker
         return True if worker is None else worker.flush(timeout)
 
@@ -32,7 +38,10 @@ class Embeddings:
         return 0 if worker is None else worker.backlog
 
     def retry_failed_embeddings(self) -> int:
-        """Re-queue events whose embedding failed; returns how many were queued."""
+        """Re-queue events whose embedding failed; returns how many were queued.
+
+        (A model that cannot load fails no event: those stay pending instead.)
+        """
         with self.core.writer.transaction() as tx:
             rows = tx.vectors.clear_errors()
             if rows:

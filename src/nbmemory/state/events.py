@@ -39,8 +39,10 @@ class EventLog:
     ) -> Event:
         """Store one event and queue its embedding; returns at once with the stored event.
 
-        ``importance`` defaults by role (user 0.5, assistant 0.5, tool 0.3, system
-        0.1); an explicit value must be a number in 0..1.  The row is durable when
+        Without ``importance``, the role's default (user 0.5, assistant 0.5, tool
+        0.3, system 0.1), raised to :func:`nbmemory.importance.estimate_importance`
+        of the text when that is higher (``estimate_importance=False`` turns the
+        estimate off); an explicit value must be a number in 0..1.  The row is durable when
         this returns; its vector follows in the background (see ``flush``).
         """
         row = build_row(

@@ -164,6 +164,18 @@ class Store:
             "call again: it reopens by itself"
         ) from None
 
+    def stream(self, sql: str, params: Params, rows: int) -> Iterator[pa.RecordBatch]:
+        """The result of one statement as Arrow record batches of ``rows`` rows, read
+        under the lock (consume it fully: the connection is busy until then)."""
+        with self._lock:
+            self.statements_run += 1
+            try:
+                reader = self._cursor().sql(sql, params=params or None).to_arrow_reader(rows)
+                yield from reader
+            except duckdb.Error as exc:
+                self._failed(exc)
+                raise
+
     @contextlib.contextmanager
     def registered(self, name: str, data: pa.Table) -> Iterator[str]:
         """``data`` visible to SQL as the view ``name`` while the block runs (lock held)."""

@@ -151,6 +151,14 @@ class EventsTable(TableObject):
         )
         return rows
 
+    def ids_at_least(self, namespace: str, threshold: float) -> list[str]:
+        """Ids of the events with importance >= ``threshold`` (the salient ones)."""
+        rows = self.store.run(
+            "SELECT id FROM events WHERE namespace = ? AND importance >= ?",
+            [namespace, threshold],
+        )
+        return [row[0] for row in rows]
+
     def containing(
         self,
         text: str,

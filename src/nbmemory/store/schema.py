@@ -9,7 +9,7 @@ that a freshly migrated store has exactly these columns.
 
 Tables and where they come from: ``events`` (it replaced ``messages``), ``facts``,
 ``macros``, ``scheduled_tasks``, ``terminal_allowed_prefixes`` are the Rust agent
-layer's (seed 000); ``sessions`` and ``audit_log`` are Vectora's (seed 003);
+layer's; ``sessions`` and ``audit_log`` are Vectora's;
 ``fact_history`` and ``nbmemory_meta`` are nbmemory's own.
 """
 

@@ -7,7 +7,7 @@ dropped when the text changes or the model does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,15 +47,27 @@ class EventVectors(TableObject):
         )
         return int(rows[0][0]) if rows else None
 
-    def vector_table(self, model: str) -> pa.Table:
-        """(id, namespace, embedding) of every event embedded by ``model``, as Arrow."""
-        table: pa.Table = self.store.run(
+    def shape(self, model: str) -> tuple[int, int | None]:
+        """How many events ``model`` embedded, and the length most of their vectors have."""
+        rows = self.store.run(
+            "SELECT len(embedding) AS dim, count(*) FROM events"
+            " WHERE embedding IS NOT NULL AND embedding_model = ? GROUP BY dim ORDER BY 2 DESC",
+            [model],
+        )
+        return sum(int(r[1]) for r in rows), (int(rows[0][0]) if rows else None)
+
+    def batches(self, model: str, rows: int = 65536) -> Iterator[pa.RecordBatch]:
+        """(id, namespace, embedding) of every event ``model`` embedded, a batch at a time.
+
+        A stream, so the caller never holds the whole table twice; consume it fully
+        (the store's lock is held until then).
+        """
+        yield from self.store.stream(
             "SELECT id, namespace, embedding FROM events"
             " WHERE embedding IS NOT NULL AND embedding_model = ?",
             [model],
-            "arrow",
+            rows,
         )
-        return table
 
     def embedded_frame(self, namespace: str, model: str, columns: Sequence[str]) -> pd.DataFrame:
         """Events of ``namespace`` embedded by ``model``, with their vectors, oldest first."""
