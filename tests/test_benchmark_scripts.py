@@ -1,4 +1,4 @@
-"""benchmarks/endurance.py keeps working (tiny sizes; the script itself asserts no time)."""
+"""The benchmark scripts keep working (tiny sizes; the scripts themselves assert no time)."""
 
 from __future__ import annotations
 
@@ -41,3 +41,16 @@ def test_endurance_script_runs_and_prints_the_rss_table(tmp_path):
     assert "120 events, 120 embedded, 0 failed" in out
     assert "Search-only tail: 10 search+get_context calls" in out
     assert "Churn: 20 add_event + delete pairs" in out
+
+
+def test_write_benchmark_runs_and_every_row_is_embedded() -> None:
+    """benchmarks/bench_write.py at a tiny size (it asserts every row got its vector)."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_write.py"), "--sizes", "300"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("| 300 |"))
+    assert len(row.split("|")) == 7  # rows, floor, nbmemory, ratio, share in flush
