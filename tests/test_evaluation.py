@@ -274,3 +274,38 @@ def test_eval_locomo_with_and_without_the_importance_estimate(tiny_locomo_path, 
     assert recall > 0 and "importance estimated from the text" in out
     recall, out = salience_recall(["--no-importance-estimate"])
     assert recall == 0 and "importance by role only" in out
+
+
+def test_hit_and_all_at_k_and_the_table_by_category(tiny, tiny_locomo_path, capsys) -> None:
+    """hit@k: any evidence in the top k; all@k: all of it; both per question category."""
+    from nbmemory.research.evaluation import by_category, evaluate
+
+    memory, loaded = tiny
+    result = evaluate(memory, loaded, k="1,3", strategies=["relevance"])
+    rows = result.per_query
+    for cut in (1, 3):
+        assert (rows[f"hit@{cut}"] == (rows[f"hits@{cut}"] > 0)).all()
+        assert (rows[f"all@{cut}"] == (rows[f"hits@{cut}"] == rows["relevant"])).all()
+    # the sister question has two evidence turns: one in the top 1 is a hit, not all
+    two = rows[rows["relevant"] == 2].iloc[0]
+    assert two["all@1"] == 0.0 and two["recall@1"] <= 0.5
+    table = result.by_category("hit@3")
+    assert list(table.index) == ["relevance"]
+    assert list(table.columns) == [
+        "1 multi-hop (1)",
+        "2 temporal (1)",
+        "4 single-hop (1)",
+        "all (3)",
+    ]
+    assert table.loc["relevance", "all (3)"] == pytest.approx(rows["hit@3"].mean())
+    assert result.by_category().index.name == "recall@3 by category"  # the largest k
+    with pytest.raises(InvalidInput, match="unknown metric"):
+        by_category(rows, "recall@7")
+    code = main(
+        ["eval", "locomo", str(tiny_locomo_path), "--embedder", "hash", "--k", "1,3"]
+        + ["--profile", "hybrid", "--strategies", "hybrid", "--by-category", "--markdown"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    for metric in ("recall@3", "hit@3", "all@3"):
+        assert f"| {metric} by category | 1 multi-hop (1) |" in out

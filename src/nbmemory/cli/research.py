@@ -58,7 +58,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="store the turns with their role's importance only (LoCoMo has no labels; "
         "default: the estimate from the text, as a store does)",
     )
-    locomo.add_argument("--markdown", action="store_true", help="print a markdown table")
+    locomo.add_argument(
+        "--by-category",
+        action="store_true",
+        help="also print recall@K, hit@K (any evidence in the top K) and all@K (all of it) "
+        "per question category, K the largest cut-off",
+    )
+    locomo.add_argument("--markdown", action="store_true", help="print markdown tables")
     store_options(locomo, default_store="in memory, discarded")
     locomo.set_defaults(func=cmd_eval_locomo)
 
@@ -97,7 +103,7 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
     """``nbmemory eval locomo PATH...``: one table of strategies x metrics."""
     from ..config import PROFILES
     from ..research.datasets import load_locomo, locomo_files
-    from ..research.evaluation import evaluate_profiles
+    from ..research.evaluation import evaluate_profiles, frame_to_markdown, parse_ks
     from ..research.thresholds import labelled_similarities, suggest_threshold, threshold_sweep
 
     files = [f for path in args.paths for f in locomo_files(path)]
@@ -136,5 +142,15 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
             f"{'estimated from the text' if args.estimate_importance else 'by role only'}"
         )
         print(result.to_markdown() if args.markdown else str(result))
+        if args.by_category:
+            top = max(parse_ks(args.k))
+            for metric in (f"recall@{top}", f"hit@{top}", f"all@{top}"):
+                table = result.by_category(metric)
+                print()
+                print(
+                    frame_to_markdown(table.reset_index())
+                    if args.markdown
+                    else table.to_string(float_format=lambda v: f"{v:.3f}")
+                )
         print(f"suggested {suggestion}")
     return 0

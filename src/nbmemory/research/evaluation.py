@@ -163,9 +163,11 @@ def evaluate_queries(
     """One row per (strategy, question): what was retrieved and how it scored.
 
     Columns: strategy, conversation, question, category, relevant (count),
-    retrieved (ids, best first, at most max k), ``hits@k``, ``recall@k``,
-    ``precision@k`` for each k, ``rr`` (reciprocal rank of the first relevant
-    memory within max k, 0 if none) and ``empty`` (nothing retrieved).
+    retrieved (ids, best first, at most max k); for each k ``hits@k`` (how many
+    evidence memories are in the top k), ``recall@k``, ``precision@k``,
+    ``hit@k`` (1 when any evidence is in the top k) and ``all@k`` (1 when all of
+    it is); ``rr`` (reciprocal rank of the first relevant memory within max k, 0
+    if none) and ``empty`` (nothing retrieved).
     """
     ks = parse_ks(k)
     top = ks[-1]
@@ -191,6 +193,8 @@ def evaluate_queries(
                     row[f"hits@{cut}"] = hits
                     row[f"recall@{cut}"] = hits / len(relevant)
                     row[f"precision@{cut}"] = hits / cut
+                    row[f"hit@{cut}"] = float(hits > 0)
+                    row[f"all@{cut}"] = float(hits == len(relevant))
                 first = next((i for i, x in enumerate(retrieved) if x in relevant), None)
                 row["rr"] = 0.0 if first is None else 1.0 / (first + 1)
                 row["empty"] = not retrieved
@@ -221,6 +225,41 @@ def summarize(per_query: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+#: LoCoMo's question categories (5, adversarial, has no evidence and is left out).
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+#: The metrics :func:`by_category` can show, per k.
+CATEGORY_METRICS = ("recall", "precision", "hit", "all")
+
+
+def by_category(per_query: pd.DataFrame, metric: str = "recall@10") -> pd.DataFrame:
+    """One metric as strategies x question categories (and ``all``), means over
+    the questions of each category; the header says how many questions each has.
+
+    ``metric`` is any per-question column: ``recall@k``, ``precision@k``,
+    ``hit@k`` (share of questions with some evidence in the top k, the "hit rate"
+    other systems report) or ``all@k`` (share with all of their evidence).
+    """
+    if metric not in per_query.columns:
+        known = [c for c in per_query.columns if c.split("@")[0] in CATEGORY_METRICS]
+        raise InvalidInput(f"unknown metric {metric!r}; evaluated: {', '.join(known)}")
+    order = list(dict.fromkeys(per_query["strategy"]))
+    table = per_query.pivot_table(
+        index="strategy", columns="category", values=metric, aggfunc="mean", sort=True
+    )
+    table["all"] = per_query.groupby("strategy")[metric].mean()
+    counts = per_query.drop_duplicates(["conversation", "question"])["category"].value_counts()
+    table.columns = [
+        f"all ({int(counts.sum())})"
+        if c == "all"
+        else f"{c} {CATEGORIES.get(int(c), '')} ({int(counts.get(c, 0))})".replace("  ", " ")
+        for c in table.columns
+    ]
+    table = table.loc[order]
+    table.index.name = f"{metric} by category"
+    return table
+
+
 @dataclass(repr=False)
 class Evaluation:
     """What :func:`evaluate` returns: the table, every question's row, and the settings."""
@@ -232,6 +271,13 @@ class Evaluation:
     def to_markdown(self, digits: int = 3) -> str:
         """The table as GitHub markdown (for a README or a report)."""
         return frame_to_markdown(self.table.reset_index(), digits=digits)
+
+    def by_category(self, metric: str | None = None) -> pd.DataFrame:
+        """``metric`` (default ``recall@<largest k>``) per question category: see
+        :func:`by_category`."""
+        if metric is None:
+            metric = f"recall@{max(parse_ks(str(self.parameters.get('k', '10'))))}"
+        return by_category(self.per_query, metric)
 
     def __str__(self) -> str:
         return self.table.to_string(float_format=lambda v: f"{v:.3f}")
