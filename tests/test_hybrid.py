@@ -1,4 +1,4 @@
-"""Keyword (BM25) search kept in step with the table, and the hybrid fusion (issue 9)."""
+"""Keyword (BM25) search kept in step with the table, and the hybrid fusion."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.retrieval.keyword_index import K1, B, KeywordIndex, tokenize
+from nbmemory.retrieval.keyword_index import K1, B, KeywordIndex, speaker_of, tokenize
 
 
 def test_tokenize_drops_stop_words_and_stems_lightly():
@@ -176,6 +176,66 @@ def test_neighbouring_turn_is_lifted(store_path):
         assert answer.id not in plain["id"].tolist()
 
 
+@pytest.mark.parametrize(
+    "content, speaker",
+    [
+        ("Caroline: I went to a support group yesterday", "caroline"),
+        ("Mary Ann Smith: hello there", "mary ann smith"),
+        ("  Jon: ok", "jon"),
+        ("caroline: lower case is not a name", None),
+        ("Note: this is a label, not a speaker? yes it reads like one", "note"),
+        ("I said: hello", None),
+        ("The plan is: go", None),
+        ("no colon here", None),
+        ("", None),
+    ],
+)
+def test_a_turn_written_as_name_colon_text_has_a_speaker(content, speaker):
+    assert speaker_of(content) == speaker
+
+
+def test_speakers_named_by_a_question_follow_the_index():
+    index = KeywordIndex()
+    index.rebuild(
+        [
+            ("c1", "ns", "s", "Caroline: I went to a support group", 0, 0),
+            ("m1", "ns", "s", "Melanie: I painted a sunrise", 1, 1),
+            ("o1", "other", "s", "Oscar: hi", 2, 2),
+        ]
+    )
+    assert index.speakers_named("What did Caroline do?", "ns") == {"caroline"}
+    assert index.speakers_named("Did Caroline and Melanie meet?", "ns") == {"caroline", "melanie"}
+    assert index.speakers_named("What did Oscar say?", "ns") == set()  # another namespace
+    assert index.speaker("m1") == "melanie" and index.speaker("nope") is None
+    index.remove(["c1"])
+    assert index.speakers_named("What did Caroline do?", "ns") == set()
+    index.compact()
+    assert index.speaker("m1") == "melanie"
+
+
+def test_a_question_naming_a_speaker_favours_their_turns(store_path):
+    """Two turns with the same words (so the same cosine and BM25); the one the
+    question's named speaker wrote wins."""
+
+    def blind_model(texts):  # every vector alike: only keywords and the speaker decide
+        return np.ones((len(texts), 8), dtype=np.float32)
+
+    with Memory(store_path, embedder=blind_model) as mem:
+        bob = mem.add_event("s", "user", "Bob: Alice adopted a dog last week")
+        alice = mem.add_event("s", "assistant", "Alice: Bob adopted a dog last week")
+        for i in range(10):
+            mem.add_event("s", "user", f"Bob: unrelated chatter {i}")
+        mem.flush()
+        hits = mem.search("When did Alice adopt a dog?", limit=2)
+        assert hits["id"].iloc[0] == alice.id and "speaker" in hits["signals"].iloc[0]
+        assert hits["score"].iloc[0] > hits["score"].iloc[1]
+        mem.configure(speaker_weight=0.0)  # off: the tie is broken by id, not the speaker
+        hits = mem.search("When did Alice adopt a dog?", limit=2)
+        assert set(hits["id"]) == {alice.id, bob.id}
+        assert hits["score"].iloc[0] == pytest.approx(hits["score"].iloc[1])
+        assert "speaker" not in hits["signals"].iloc[0]
+
+
 def test_search_modes_and_threshold(spec_and_hybrid):
     mem = spec_and_hybrid
     mem.add_event("s", "user", "alpha beta gamma")
@@ -217,7 +277,8 @@ def test_profiles_change_get_context_relevance(store_path):
 
 
 def test_hybrid_recall_at_10_on_five_locomo_conversations(locomo):
-    """recall@10 >= 0.70 on the five conversations, offline, with the default model."""
+    """recall@10 >= 0.73 on the five conversations, offline, with the default model
+    (0.741 measured; 0.710 before the speaker signal)."""
     recalls: dict[str, list[float]] = {"vector": [], "hybrid": []}
     for mem, conversation in locomo.all():
         for row in conversation.queries().itertuples():
@@ -229,7 +290,7 @@ def test_hybrid_recall_at_10_on_five_locomo_conversations(locomo):
                 recalls[mode].append(len(relevant & set(hits["id"])) / len(relevant))
     vector, hybrid = (float(np.mean(recalls[m])) for m in ("vector", "hybrid"))
     assert len(recalls["hybrid"]) >= 750
-    assert hybrid >= 0.70, f"hybrid recall@10 = {hybrid:.3f}"
+    assert hybrid >= 0.73, f"hybrid recall@10 = {hybrid:.3f}"
     assert hybrid > vector + 0.1, (vector, hybrid)
 
 

@@ -404,12 +404,13 @@ def small_disk(tmp_path):
 
 
 def _fill(folder: Path) -> Path:
+    """Fill the file system with one file until it is full.  Unbuffered, so
+    closing the file has nothing left to write (a buffered close raised ENOSPC)."""
     filler = folder / "filler"
-    with open(filler, "wb") as handle:
+    with open(filler, "wb", buffering=0) as handle:
         try:
-            while True:
-                handle.write(b"\0" * 65536)
-                handle.flush()
+            while handle.write(b"\0" * 65536):
+                pass
         except OSError:
             pass
     return filler

@@ -70,6 +70,8 @@ class Settings:
     profile: str = "hybrid"
     keyword_weight: float = 0.5
     neighbor_weight: float = 0.5
+    #: hybrid: a turn written by a speaker the query names ("Name: text") scores x (1 + w)
+    speaker_weight: float = 0.2
     hybrid_candidates: int = 50
     relevance_threshold_explicit: bool | None = field(default=None, repr=False, compare=False)
     # Vectora's state persistence: sessions, audit, injected context
@@ -97,7 +99,7 @@ class Settings:
             object.__setattr__(
                 self, "relevance_threshold", PROFILES[self.profile]["relevance_threshold"]
             )
-        for name in ("keyword_weight", "neighbor_weight"):
+        for name in ("keyword_weight", "neighbor_weight", "speaker_weight"):
             check_unit_interval(getattr(self, name), name)
         check_limit(self.hybrid_candidates, "hybrid_candidates", allow_zero=False)
         for name in ("salience_threshold", "relevance_threshold", "similarity_threshold"):

@@ -1,7 +1,7 @@
 """Hybrid relevance: cosine similarity fused with BM25 keywords and neighbouring turns.
 
 Measured on the five LoCoMo conversations (760 questions, all-MiniLM-L6-v2),
-recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.71
+recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.74
 (docs/retrieval.md).  For one query:
 
 1. candidates: the top ``candidates`` memories by cosine and the top ``candidates``
@@ -13,9 +13,13 @@ recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.71
 3. ``score = fused + neighbour_weight * max(fused(previous), fused(next))``: a turn
    next to a strong hit is likely part of the same exchange (answers often span
    a question and its reply);
-4. memories whose cosine similarity does not pass the floor are dropped.
+4. a turn written as "Name: text" by a speaker the query names ("What did
+   Caroline research?") scores ``x (1 + speaker_weight)``: people ask about what
+   someone said or did, and that person's own turns hold it;
+5. memories whose cosine similarity does not pass the floor are dropped.
 
-Each hit says which signals found it (``vector``, ``keyword``, ``neighbour``).
+Each hit says which signals found it (``vector``, ``keyword``, ``neighbour``,
+``speaker``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ def hybrid_rank(
     neighbor_weight: float = 0.5,
     candidates: int = 50,
     allowed: set[str] | None = None,
+    speaker_weight: float = 0.0,
 ) -> list[HybridHit]:
     """The ``limit`` best memories for a query by the fused score, best first."""
     if limit <= 0:
@@ -71,6 +76,7 @@ def hybrid_rank(
     fusion = _Fusion(
         vectors.similarities(query_vector, needed), keyword_scores, score_range, keyword_weight
     )
+    named = keywords.speakers_named(query_text, namespace) if speaker_weight else set()
     hits = []
     for event_id in pool:
         similarity = fusion.cosine.get(event_id)
@@ -86,10 +92,14 @@ def hybrid_rank(
             signals.append("keyword")
         if event_id not in seeds or neighbor_weight * neighbour > own:
             signals.append("neighbour")
+        score = own + neighbor_weight * neighbour
+        if named and keywords.speaker(event_id) in named:
+            score *= 1.0 + speaker_weight
+            signals.append("speaker")
         hits.append(
             HybridHit(
                 id=event_id,
-                score=own + neighbor_weight * neighbour,
+                score=score,
                 similarity=similarity,
                 keyword_score=keyword_scores.get(event_id, 0.0),
                 signals=signals,

@@ -125,6 +125,17 @@ _STOPWORDS = frozenset(
 )
 
 
+#: "Name: text" or "First Last: text" at the start of a turn: a transcript's speaker.
+_SPEAKER_RE = re.compile(r"^\s*([A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,2}):\s")
+
+
+def speaker_of(content: str | None) -> str | None:
+    """The speaker a turn is written by when it reads "Name: text" (lower-cased),
+    as transcripts and LoCoMo's turns do; None otherwise."""
+    match = _SPEAKER_RE.match(content or "")
+    return match.group(1).lower() if match else None
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-cased words without English stop words, with a light suffix stemmer.
 
@@ -172,6 +183,9 @@ class KeywordIndex:
         self._docs: Counter[int] = Counter()
         self._total_len: Counter[int] = Counter()
         self._session_docs: dict[tuple[int, str], list[tuple[Any, int, int]]] = {}
+        self._speakers: list[str | None] = []
+        #: (namespace code, speaker) -> live documents by that speaker
+        self._speaker_docs: Counter[tuple[int, str]] = Counter()
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -189,7 +203,15 @@ class KeywordIndex:
         """Index rows of (id, namespace, session_id, content, created_at, seq)."""
         for event_id, namespace, session_id, content, created_at, seq in rows:
             counts = Counter(tokenize(content or ""))
-            self._add_doc(event_id, namespace, session_id, tuple(counts.items()), created_at, seq)
+            self._add_doc(
+                event_id,
+                namespace,
+                session_id,
+                tuple(counts.items()),
+                created_at,
+                seq,
+                speaker_of(content),
+            )
 
     def _add_doc(
         self,
@@ -199,6 +221,7 @@ class KeywordIndex:
         terms: tuple[tuple[str, int], ...],
         created_at: Any,
         seq: Any,
+        speaker: str | None = None,
     ) -> None:
         if event_id in self._pos:
             self.remove([event_id])
@@ -214,6 +237,9 @@ class KeywordIndex:
         self._alive[pos] = True
         self._size += 1
         self._terms.append(terms)
+        self._speakers.append(speaker)
+        if speaker is not None:
+            self._speaker_docs[(code, speaker)] += 1
         key = (code, session_id)
         order = (created_at, seq if seq is not None else pos)
         self._sessions.append(key)
@@ -239,6 +265,7 @@ class KeywordIndex:
                 self._sessions[pos][1],
                 self._terms[pos],
                 *self._order[pos],
+                self._speakers[pos],
             )
             for pos in sorted(self._pos.values())
         ]
@@ -267,6 +294,9 @@ class KeywordIndex:
             self._total_len[code] -= int(self._lengths[pos])
             for term, _ in self._terms[pos]:
                 self._df[(code, term)] -= 1
+            speaker = self._speakers[pos]
+            if speaker is not None:
+                self._speaker_docs[(code, speaker)] -= 1
             key = self._sessions[pos]
             order = self._order[pos]
             docs = self._session_docs.get(key)
@@ -334,6 +364,25 @@ class KeywordIndex:
         """BM25 score of every document of ``namespace`` sharing a term with ``query``."""
         result = self.score_array(query, namespace, allowed=allowed)
         return dict(result.top(None))
+
+    def speakers_named(self, query: str, namespace: str | None) -> set[str]:
+        """The speakers of ``namespace`` whose every name word is a word of ``query``
+        ("What did Caroline research?" names "caroline")."""
+        words = set(_WORD_RE.findall(query.lower()))
+        with self._lock:
+            wanted = None if namespace is None else self._ns.get(namespace)
+            return {
+                speaker
+                for (code, speaker), count in self._speaker_docs.items()
+                if count > 0
+                and (wanted is None or code == wanted)
+                and set(_WORD_RE.findall(speaker)) <= words
+            }
+
+    def speaker(self, event_id: str | None) -> str | None:
+        """Who wrote the document ("Name: text"), if it says."""
+        pos = self._pos.get(event_id) if event_id is not None else None
+        return None if pos is None else self._speakers[pos]
 
     def neighbours(self, event_id: str) -> tuple[str | None, str | None]:
         """The previous and next document of the same session (by time), if any."""
