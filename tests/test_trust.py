@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pytest
+from child_process import expect, spawn
 
 from nbmemory import InvalidInput, Memory, StoreError, StoreLocked
 from nbmemory.retrieval.embedders import HashEmbedder
@@ -23,31 +21,6 @@ from nbmemory.store.migrations import SCHEMA_VERSION
 pytestmark = pytest.mark.timeout(600)
 
 HANG = 180
-_SRC = str(Path(__file__).resolve().parents[1] / "src")
-_TESTS = str(Path(__file__).resolve().parent)
-
-
-def _spawn(code: str, *args: str) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([_SRC, _TESTS]), PYTHONUNBUFFERED="1")
-    return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def _expect(child: subprocess.Popen, prefix: str) -> str:
-    """Read the child's stdout until a line starting with ``prefix`` (no sleeps)."""
-    assert child.stdout is not None
-    while True:
-        line = child.stdout.readline()
-        if not line:
-            raise AssertionError(f"child ended before {prefix!r}: {child.stderr.read()}")
-        if line.startswith(prefix):
-            return line[len(prefix) :].strip()
 
 
 def _digest(path: str) -> str:
@@ -79,16 +52,16 @@ mem.close()
 def test_a_vector_computed_for_old_text_is_never_written_over_new_text(tmp_path) -> None:
     path = str(tmp_path / "stale.duckdb")
     Memory(path, embedder="hash", background_consolidation=False).close()
-    kernel_a = _spawn(SLOW_KERNEL, path)
-    memory_id = _expect(kernel_a, "id ")
-    _expect(kernel_a, "embedding")  # A's worker holds the old text's batch
+    kernel_a = spawn(SLOW_KERNEL, path)
+    memory_id = expect(kernel_a, "id ")
+    expect(kernel_a, "embedding")  # A's worker holds the old text's batch
     new_text = "we moved the meeting to thursday"
     with Memory(path, embedder="hash", shared=True, background_consolidation=False) as b:
         b.update_memory(memory_id, content=new_text)
         assert b.flush(timeout=HANG)
         kernel_a.stdin.write("go\n")  # now A writes the vector of the old text
         kernel_a.stdin.flush()
-        _expect(kernel_a, "flushed")
+        expect(kernel_a, "flushed")
         assert kernel_a.wait(timeout=HANG) == 0, kernel_a.stderr.read()
         stored = b.store.fetchone("SELECT embedding FROM events WHERE id = ?", [memory_id])[0]
         expected = HashEmbedder(384).embed([new_text])[0]
@@ -187,9 +160,9 @@ def test_opening_a_shared_store_during_another_kernels_turn_says_it_is_busy(
     store_path, monkeypatch
 ) -> None:
     Memory(store_path, embedder="hash", shared=True).close()
-    holder = _spawn(HOLDER, store_path)
+    holder = spawn(HOLDER, store_path)
     try:
-        _expect(holder, "holding")
+        expect(holder, "holding")
         monkeypatch.setenv("NBMEMORY_LOCK_TIMEOUT", "0.3")
         with pytest.raises(StoreLocked, match="busy"):
             Memory(store_path, embedder="hash", shared=True)
@@ -254,8 +227,8 @@ def test_a_bad_import_row_refuses_the_file_and_names_the_row(mem, tmp_path, name
 
 # -- 5. one call, one turn: all or nothing -------------------------------------------------
 def _holding(store_path: str) -> subprocess.Popen:
-    holder = _spawn(HOLDER, store_path)
-    _expect(holder, "holding")
+    holder = spawn(HOLDER, store_path)
+    expect(holder, "holding")
     return holder
 
 
@@ -526,13 +499,13 @@ def test_three_shared_kernels_importing_one_file_add_it_once(store_path, tmp_pat
         )
         source.export_json(export)
     Memory(store_path, embedder="hash", shared=True).close()
-    kernels = [_spawn(IMPORTER, store_path, str(export)) for _ in range(3)]
+    kernels = [spawn(IMPORTER, store_path, str(export)) for _ in range(3)]
     for kernel in kernels:
-        _expect(kernel, "ready")
+        expect(kernel, "ready")
     for kernel in kernels:
         kernel.stdin.write("go\n")
         kernel.stdin.flush()
-    added = [int(_expect(kernel, "result ")) for kernel in kernels]
+    added = [int(expect(kernel, "result ")) for kernel in kernels]
     for kernel in kernels:
         assert kernel.wait(timeout=HANG) == 0, kernel.stderr.read()
     assert sorted(added) == [0, 0, 300]

@@ -12,13 +12,12 @@ the file afterwards.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from child_process import child_env, expect, spawn
 
 from nbmemory import Memory, StoreLocked
 
@@ -26,32 +25,6 @@ from nbmemory import Memory, StoreLocked
 pytestmark = pytest.mark.timeout(600)
 
 HANG = 180
-_SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=_SRC, PYTHONUNBUFFERED="1", **extra)
-
-
-def _spawn(code: str, *args: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(**env),
-    )
-
-
-def _expect(child: subprocess.Popen, prefix: str) -> str:
-    """Read the child's stdout until a line starting with ``prefix`` (no sleeps)."""
-    while True:
-        line = child.stdout.readline()
-        if not line:
-            raise AssertionError(f"child ended before {prefix!r}: {child.stderr.read()}")
-        if line.startswith(prefix):
-            return line[len(prefix) :].strip()
 
 
 HOLDER = """
@@ -72,8 +45,8 @@ print("closed", flush=True)
 def holder(tmp_path):
     """A real second process holding ``store`` open in the default (exclusive) mode."""
     path = str(tmp_path / "held.duckdb")
-    child = _spawn(HOLDER, path)
-    pid, event_id = _expect(child, "ready").split()
+    child = spawn(HOLDER, path)
+    pid, event_id = expect(child, "ready").split()
     yield path, int(pid), event_id, child
     if child.poll() is None:
         child.kill()
@@ -97,7 +70,7 @@ def test_second_process_gets_one_line_storelocked_naming_the_holder(holder):
     # the refusal cost the holder nothing: it keeps writing, then closes
     child.stdin.write("go\n")
     child.stdin.flush()
-    _expect(child, "closed")
+    expect(child, "closed")
     assert child.wait(timeout=HANG) == 0
     with Memory(path, embedder="hash") as mem:
         contents = set(mem.events()["content"])
@@ -112,7 +85,7 @@ def test_cli_on_a_held_store_exits_non_zero_with_one_line_naming_the_pid(holder)
         [str(script), "demo", "--store", path, "--embedder", "hash"],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=child_env(),
         timeout=HANG,
     )
     assert result.returncode == 1
@@ -165,12 +138,12 @@ def test_two_shared_kernels_remember_and_recall_at_once(tmp_path):
     path = str(tmp_path / "shared.duckdb")
     count = 25
     kernels = {
-        name: _spawn(SHARED_KERNEL, path, name, other, str(count))
+        name: spawn(SHARED_KERNEL, path, name, other, str(count))
         for name, other in (("alpha", "beta"), ("beta", "alpha"))
     }
     try:
         for child in kernels.values():
-            _expect(child, "ready")
+            expect(child, "ready")
         for child in kernels.values():  # release both at once
             child.stdin.write("go\n")
             child.stdin.flush()
@@ -227,7 +200,7 @@ def test_a_shared_kernel_sees_what_another_wrote_after_it_cached(tmp_path):
         # fill this process's caches: the vector index and the session's working memory
         assert mem.search("local note 3", limit=1)["content"].iloc[0] == "local note 3"
         assert len(mem.recent("s", 50)) == 20
-        child = _spawn(WRITER, path, "the zebra crossing is on Elm street")
+        child = spawn(WRITER, path, "the zebra crossing is on Elm street")
         out, err = child.communicate(timeout=HANG)
         assert child.returncode == 0, err
         their_id = out.split()[1]
@@ -254,26 +227,30 @@ mem.close()
 
 def test_nbmemory_shared_env_lets_the_cli_share_with_an_open_kernel(tmp_path):
     path = str(tmp_path / "with-cli.duckdb")
-    kernel = _spawn(SHARED_HOLDER, path)
+    kernel = spawn(SHARED_HOLDER, path)
     try:
-        _expect(kernel, "ready")
+        expect(kernel, "ready")
         script = Path(sys.executable).with_name("nbmemory")
         run = [str(script), "demo", "--store", path, "--embedder", "hash"]
         refused = subprocess.run(
-            run, capture_output=True, text=True, env=_env(NBMEMORY_SHARED="maybe"), timeout=HANG
+            run,
+            capture_output=True,
+            text=True,
+            env=child_env(NBMEMORY_SHARED="maybe"),
+            timeout=HANG,
         )
         assert refused.returncode == 1
         assert refused.stderr.strip() == (
             "nbmemory: error: NBMEMORY_SHARED='maybe' must be 1 or 0 (true/false)"
         )
         shared = subprocess.run(
-            run, capture_output=True, text=True, env=_env(NBMEMORY_SHARED="1"), timeout=HANG
+            run, capture_output=True, text=True, env=child_env(NBMEMORY_SHARED="1"), timeout=HANG
         )
         assert shared.returncode == 0, shared.stderr
         kernel.stdin.write("go\n")
         kernel.stdin.flush()
         # the open kernel sees its own event plus the demo conversation the CLI wrote
-        assert int(_expect(kernel, "seen")) == 1 + 7
+        assert int(expect(kernel, "seen")) == 1 + 7
         assert kernel.wait(timeout=HANG) == 0
     finally:
         if kernel.poll() is None:

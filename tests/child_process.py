@@ -1,0 +1,40 @@
+"""Child Python processes for the tests that need real ones (locks, kills, two kernels)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+TESTS = str(Path(__file__).resolve().parent)
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This environment, with nbmemory's source and the test helpers importable."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, TESTS]), PYTHONUNBUFFERED="1", **extra)
+
+
+def spawn(code: str, *args: str, **env: str) -> subprocess.Popen:
+    """Run ``code`` (dedented) in a new Python process with pipes on every stream."""
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(**env),
+    )
+
+
+def expect(child: subprocess.Popen, prefix: str) -> str:
+    """Read the child's stdout until a line starting with ``prefix`` (no sleeps)."""
+    assert child.stdout is not None and child.stderr is not None
+    while True:
+        line = child.stdout.readline()
+        if not line:
+            raise AssertionError(f"child ended before {prefix!r}: {child.stderr.read()}")
+        if line.startswith(prefix):
+            return line[len(prefix) :].strip()
