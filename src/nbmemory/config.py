@@ -72,6 +72,8 @@ class Settings:
     neighbor_weight: float = 0.5
     #: hybrid: a turn written by a speaker the query names ("Name: text") scores x (1 + w)
     speaker_weight: float = 0.2
+    #: hybrid: on a "when" question, a turn that places something in time scores x (1 + w)
+    time_weight: float = 0.3
     hybrid_candidates: int = 50
     relevance_threshold_explicit: bool | None = field(default=None, repr=False, compare=False)
     # Vectora's state persistence: sessions, audit, injected context
@@ -99,7 +101,7 @@ class Settings:
             object.__setattr__(
                 self, "relevance_threshold", PROFILES[self.profile]["relevance_threshold"]
             )
-        for name in ("keyword_weight", "neighbor_weight", "speaker_weight"):
+        for name in ("keyword_weight", "neighbor_weight", "speaker_weight", "time_weight"):
             check_unit_interval(getattr(self, name), name)
         check_limit(self.hybrid_candidates, "hybrid_candidates", allow_zero=False)
         for name in ("salience_threshold", "relevance_threshold", "similarity_threshold"):

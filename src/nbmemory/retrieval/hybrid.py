@@ -1,7 +1,7 @@
 """Hybrid relevance: cosine similarity fused with BM25 keywords and neighbouring turns.
 
 Measured on the five LoCoMo conversations (760 questions, all-MiniLM-L6-v2),
-recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.74
+recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.75
 (docs/retrieval.md).  For one query:
 
 1. candidates: the top ``candidates`` memories by cosine and the top ``candidates``
@@ -16,10 +16,12 @@ recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.74
 4. a turn written as "Name: text" by a speaker the query names ("What did
    Caroline research?") scores ``x (1 + speaker_weight)``: people ask about what
    someone said or did, and that person's own turns hold it;
-5. memories whose cosine similarity does not pass the floor are dropped.
+5. on a question that asks *when*, a turn that places something in time
+   ("yesterday", "last May", a weekday, a year) scores ``x (1 + time_weight)``;
+6. memories whose cosine similarity does not pass the floor are dropped.
 
 Each hit says which signals found it (``vector``, ``keyword``, ``neighbour``,
-``speaker``).
+``speaker``, ``time``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .keyword_index import KeywordIndex, KeywordScores
+from .keyword_index import KeywordIndex, KeywordScores, asks_when
 from .vector_index import VectorIndex
 
 
@@ -56,6 +58,7 @@ def hybrid_rank(
     candidates: int = 50,
     allowed: set[str] | None = None,
     speaker_weight: float = 0.0,
+    time_weight: float = 0.0,
 ) -> list[HybridHit]:
     """The ``limit`` best memories for a query by the fused score, best first."""
     if limit <= 0:
@@ -77,6 +80,7 @@ def hybrid_rank(
         vectors.similarities(query_vector, needed), keyword_scores, score_range, keyword_weight
     )
     named = keywords.speakers_named(query_text, namespace) if speaker_weight else set()
+    when = bool(time_weight) and asks_when(query_text)
     hits = []
     for event_id in pool:
         similarity = fusion.cosine.get(event_id)
@@ -96,6 +100,9 @@ def hybrid_rank(
         if named and keywords.speaker(event_id) in named:
             score *= 1.0 + speaker_weight
             signals.append("speaker")
+        if when and keywords.mentions_time(event_id):
+            score *= 1.0 + time_weight
+            signals.append("time")
         hits.append(
             HybridHit(
                 id=event_id,

@@ -136,6 +136,34 @@ def speaker_of(content: str | None) -> str | None:
     return match.group(1).lower() if match else None
 
 
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+_DAYS = "Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
+#: Words that place a turn in time: relative days and periods, weekdays, month
+#: names (capitalised, so "may" the verb is not one), years and dates.
+_TIME_RE = re.compile(
+    rf"\b(?:{_MONTHS}|{_DAYS})\b"
+    r"|(?i:\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately|weekend"
+    r"|(?:last|next|this|past|coming) (?:week|month|year|night|weekend|summer|winter"
+    r"|spring|fall|autumn|time|few (?:days|weeks|months)))\b)"
+    r"|\b(?:19|20)\d{2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"
+)
+#: A question that asks when something happened.
+_WHEN_RE = re.compile(
+    r"(?i)\bwhen\b|\bwhat (?:year|month|day|date|time|week)\b|\bhow long ago\b"
+    r"|\bwhich (?:year|month|day|week)\b"
+)
+
+
+def mentions_time(content: str | None) -> bool:
+    """Whether a turn places something in time ("yesterday", "last May", "2023")."""
+    return bool(_TIME_RE.search(content or ""))
+
+
+def asks_when(query: str) -> bool:
+    """Whether a question asks when ("When did ...", "What year ...")."""
+    return bool(_WHEN_RE.search(query))
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-cased words without English stop words, with a light suffix stemmer.
 
@@ -174,6 +202,7 @@ class KeywordIndex:
         self._ns_codes = np.zeros(1024, dtype=np.int32)
         self._lengths = np.zeros(1024, dtype=np.float32)
         self._alive = np.zeros(1024, dtype=bool)
+        self._timed = np.zeros(1024, dtype=bool)
         self._terms: list[tuple[tuple[str, int], ...]] = []
         self._sessions: list[tuple[int, str]] = []
         self._order: list[tuple[Any, int]] = []
@@ -211,6 +240,7 @@ class KeywordIndex:
                 created_at,
                 seq,
                 speaker_of(content),
+                mentions_time(content),
             )
 
     def _add_doc(
@@ -222,6 +252,7 @@ class KeywordIndex:
         created_at: Any,
         seq: Any,
         speaker: str | None = None,
+        timed: bool = False,
     ) -> None:
         if event_id in self._pos:
             self.remove([event_id])
@@ -235,6 +266,7 @@ class KeywordIndex:
         self._ns_codes[pos] = code
         self._lengths[pos] = float(length)
         self._alive[pos] = True
+        self._timed[pos] = timed
         self._size += 1
         self._terms.append(terms)
         self._speakers.append(speaker)
@@ -266,6 +298,7 @@ class KeywordIndex:
                 self._terms[pos],
                 *self._order[pos],
                 self._speakers[pos],
+                bool(self._timed[pos]),
             )
             for pos in sorted(self._pos.values())
         ]
@@ -275,7 +308,7 @@ class KeywordIndex:
 
     def _grow(self) -> None:
         capacity = len(self._alive) * 2
-        for name in ("_ns_codes", "_lengths", "_alive"):
+        for name in ("_ns_codes", "_lengths", "_alive", "_timed"):
             old = getattr(self, name)
             new = np.zeros(capacity, dtype=old.dtype)
             new[: len(old)] = old
@@ -378,6 +411,11 @@ class KeywordIndex:
                 and (wanted is None or code == wanted)
                 and set(_WORD_RE.findall(speaker)) <= words
             }
+
+    def mentions_time(self, event_id: str | None) -> bool:
+        """Whether the document places something in time (see :func:`mentions_time`)."""
+        pos = self._pos.get(event_id) if event_id is not None else None
+        return False if pos is None else bool(self._timed[pos])
 
     def speaker(self, event_id: str | None) -> str | None:
         """Who wrote the document ("Name: text"), if it says."""

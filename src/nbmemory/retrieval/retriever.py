@@ -269,7 +269,7 @@ class Retriever:
             vectors, keywords, query, vector, namespace=namespace, limit=limit, floor=threshold,
             strict=strict, keyword_weight=s.keyword_weight, neighbor_weight=s.neighbor_weight,
             candidates=max(s.hybrid_candidates, limit), allowed=allowed,
-            speaker_weight=s.speaker_weight,
+            speaker_weight=s.speaker_weight, time_weight=s.time_weight,
         )  # fmt: skip
 
     def hits_frame(self, hits: list[HybridHit]) -> pd.DataFrame:
