@@ -45,7 +45,8 @@ def cmem(store_path: str, counting: CountingEmbedder):
 
 def _vectors(mem: Memory) -> dict[str, tuple[str, bytes]]:
     rows = mem.store.fetchall(
-        "SELECT metadata, embedding, updated_at FROM events WHERE kind = 'agents_md'"
+        "SELECT e.metadata, v.embedding, e.updated_at FROM events e"
+        " LEFT JOIN event_vectors v USING (id) WHERE e.kind = 'agents_md'"
     )
     return {
         json.loads(meta)["section"]: (str(updated), np.asarray(vec, dtype=np.float32).tobytes())

@@ -22,7 +22,9 @@ def test_demo_prints_search_and_context(capsys, tmp_path):
     assert "get_context('demo'" in out and "prompt for the agent" in out
     con = duckdb.connect(str(store), read_only=True)
     try:
-        count = con.execute("SELECT count(*), count(embedding) FROM events").fetchone()
+        count = con.execute(
+            "SELECT count(*), (SELECT count(*) FROM event_vectors) FROM events"
+        ).fetchone()
     finally:
         con.close()
     assert count == (len(DEMO_CONVERSATION), len(DEMO_CONVERSATION))

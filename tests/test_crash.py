@@ -95,7 +95,8 @@ def test_sigkill_mid_stream_loses_no_returned_event_and_embeds_the_rest(tmp_path
     con = duckdb.connect(path, read_only=True)
     try:
         stored, without_vector = con.execute(
-            "SELECT count(*), count(*) FILTER (WHERE embedding IS NULL) FROM events"
+            "SELECT count(*), count(*) FILTER (WHERE id NOT IN (SELECT id FROM event_vectors))"
+            " FROM events"
         ).fetchone()
     finally:
         con.close()

@@ -40,7 +40,8 @@ def test_a_whole_batch_failing_is_recorded_and_retried(store_path, mode, message
         )
         assert mem.flush()
         rows = mem.store.fetchall(
-            "SELECT id, embedding, embedding_error FROM events WHERE id <> ? ORDER BY id",
+            "SELECT e.id, v.embedding, e.embedding_error FROM events e"
+            " LEFT JOIN event_vectors v USING (id) WHERE e.id <> ? ORDER BY e.id",
             [good.id],
         )
         assert {r[0] for r in rows} == set(ids)

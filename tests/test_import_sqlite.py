@@ -208,7 +208,10 @@ def test_embeddings_kept_when_dimension_matches_recomputed_otherwise(mem: Memory
 
     vectors = {
         r[0]: (np.asarray(r[1], dtype=np.float32) if r[1] is not None else None, r[2])
-        for r in mem.store.fetchall("SELECT id, embedding, embedding_model FROM events")
+        for r in mem.store.fetchall(
+            "SELECT e.id, v.embedding, e.embedding_model FROM events e"
+            " LEFT JOIN event_vectors v USING (id)"
+        )
     }
     kept, model = vectors["m-kept"]
     assert model == mem.model_name

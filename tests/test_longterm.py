@@ -244,7 +244,7 @@ def test_update_memory_reembeds_changed_content(mem):
     # working memory shows the new text, not a stale copy
     assert mem.recent("memories")["content"].iloc[0] == "Updated budget: $75k"
     mem.flush()
-    row = mem.store.fetchone("SELECT embedding FROM events WHERE id = ?", [m.id])
+    row = mem.store.fetchone("SELECT embedding FROM event_vectors WHERE id = ?", [m.id])
     expected = mem.embedder.embed(["Updated budget: $75k"])[0]
     np.testing.assert_allclose(row[0], expected, rtol=1e-5)
     top = mem.search_memories_by_similarity("Updated budget: $75k", limit=1)
@@ -259,7 +259,7 @@ def test_update_metadata_only_keeps_the_vector(mem):
     mem.flush()
     mem.update_memory(m.id, metadata={"tag": "x"})
     assert mem.backlog == 0
-    assert mem.store.fetchone("SELECT embedding IS NOT NULL FROM events WHERE id = ?", [m.id])[0]
+    assert mem.store.fetchone("SELECT count(*) FROM event_vectors WHERE id = ?", [m.id])[0] == 1
 
 
 def test_update_memory_bad_inputs(mem):

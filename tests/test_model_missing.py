@@ -99,7 +99,8 @@ def hub_checks(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 def _rows(mem: Memory) -> list[tuple]:
     return mem.store.fetchall(
-        "SELECT content, embedding IS NOT NULL, embedding_error FROM events ORDER BY content"
+        "SELECT e.content, v.embedding IS NOT NULL, e.embedding_error FROM events e"
+        " LEFT JOIN event_vectors v USING (id) ORDER BY e.content"
     )
 
 
@@ -300,7 +301,8 @@ def test_the_main_job_without_model_or_network_ends_fast(
     con = duckdb.connect(str(tmp_path / "nbmemory.duckdb"), read_only=True)
     try:
         stored = con.execute(
-            "SELECT count(*), count(embedding), count(embedding_error) FROM events"
+            "SELECT count(*), (SELECT count(*) FROM event_vectors), count(embedding_error)"
+            " FROM events"
         ).fetchone()
     finally:
         con.close()

@@ -32,7 +32,9 @@ memory_rows = st.fixed_dictionaries(
 def _snapshot(mem: Memory, namespace: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every event (vectors as bytes) and session row outside ``namespace``."""
     events = mem.store.df(
-        "SELECT * FROM events WHERE namespace <> ? ORDER BY id", [namespace]
+        "SELECT e.*, v.model, v.embedding FROM events e LEFT JOIN event_vectors v USING (id)"
+        " WHERE e.namespace <> ? ORDER BY id",
+        [namespace],
     ).reset_index(drop=True)
     events["embedding"] = [
         None if not isinstance(v, np.ndarray) else v.tobytes() for v in events["embedding"]

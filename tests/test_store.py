@@ -25,7 +25,6 @@ SEED_TABLES = {
         "tool_calls_json",
         "created_at",
         "importance",
-        "embedding",
         "embedding_error",
         "consolidated_at",
         # ours
@@ -83,8 +82,15 @@ def test_file_created_with_every_seed_table_and_column(store_path):
         for table, expected in SEED_TABLES.items():
             found = columns(con, table)
             assert expected <= set(found), f"{table} lacks {expected - set(found)}"
-        # embeddings are a LIST of FLOAT (works on plain DuckDB and DuckLake alike)
-        assert columns(con, "events")["embedding"] == "FLOAT[]"
+        # the seed's events.embedding lives apart, one row per (event, model), as a
+        # LIST of FLOAT (works on plain DuckDB and DuckLake alike)
+        assert "embedding" not in columns(con, "events")
+        assert columns(con, "event_vectors") == {
+            "id": "VARCHAR",
+            "namespace": "VARCHAR",
+            "model": "VARCHAR",
+            "embedding": "FLOAT[]",
+        }
         defaults = dict(
             con.execute(
                 "SELECT column_name, column_default FROM information_schema.columns "
@@ -108,6 +114,58 @@ def test_migrations_are_safe_to_run_twice(store_path):
     store.close()
     with Memory(store_path, embedder="hash") as mem:
         assert len(mem.events()) == 1
+
+
+def make_version_1_file(path: str) -> np.ndarray:
+    """A store as nbmemory wrote it before vectors left ``events`` (schema version 1)."""
+    vectors = np.eye(2, 384, dtype=np.float32)
+    con = duckdb.connect(path)
+    for statement in migrations._V1_TABLES:
+        con.execute(statement)
+    con.execute("CREATE SEQUENCE events_seq START 1")
+    con.execute("ALTER TABLE events ADD COLUMN seq BIGINT DEFAULT nextval('events_seq')")
+    con.execute("CREATE TABLE nbmemory_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
+    for name in ("m001_tables", "m002_events_seq", "m003_legacy_messages"):
+        con.execute("INSERT INTO nbmemory_migrations VALUES (?, now())", [name])
+    con.execute("INSERT INTO nbmemory_meta VALUES ('schema_version', '1'), ('format', 'nbmemory')")
+    for i, text in enumerate(["the cat sat on the mat", "a dog in the fog"]):
+        con.execute(
+            "INSERT INTO events (id, session_id, namespace, role, content, created_at,"
+            " updated_at, embedding, embedding_model) VALUES (?, 's', 'default', 'user', ?,"
+            " now(), now(), ?, ?)",
+            [f"e{i}", text, vectors[i].tolist(), "test/one-hot"],
+        )
+    con.execute(  # a pending text, and a row marked with a model but no vector
+        "INSERT INTO events (id, session_id, namespace, role, content, created_at, updated_at,"
+        " embedding_model) VALUES ('e2', 's', 'default', 'user', 'no vector yet', now(), now(),"
+        " 'test/one-hot')"
+    )
+    con.close()
+    return vectors
+
+
+def test_a_version_1_file_keeps_every_vector_in_event_vectors(store_path):
+    vectors = make_version_1_file(store_path)
+    with pytest.raises(StoreError, match="older nbmemory.*m004_event_vectors.*read_only"):
+        Memory(store_path, embedder="hash", read_only=True)
+    store = Store(store_path)  # opening for writing migrates
+    try:
+        assert "embedding" not in {row[0] for row in store.fetchall("DESCRIBE events")}
+        moved = store.fetchall(
+            "SELECT id, namespace, model, embedding FROM event_vectors ORDER BY id"
+        )
+        assert [m[:3] for m in moved] == [
+            ("e0", "default", "test/one-hot"),
+            ("e1", "default", "test/one-hot"),
+        ]
+        for (_, _, _, stored), vector in zip(moved, vectors, strict=True):
+            assert np.asarray(stored, dtype=np.float32).tobytes() == vector.tobytes()
+        marked = store.fetchall("SELECT id, embedding_model FROM events ORDER BY id")
+        assert marked == [("e0", "test/one-hot"), ("e1", "test/one-hot"), ("e2", None)]
+        assert store.vectors.pending() == [("e2", "no vector yet")]
+        assert store.schema_version() == SCHEMA_VERSION
+    finally:
+        store.close()
 
 
 def make_legacy_file(path: str) -> list[tuple]:
@@ -178,7 +236,8 @@ def test_legacy_messages_table_is_migrated_into_events(store_path):
     try:
         assert mem.store.migrated_messages == 3
         got = mem.store.records(
-            "SELECT *, embedding FROM events ORDER BY created_at, id"  # noqa: S608
+            "SELECT e.*, v.embedding FROM events e LEFT JOIN event_vectors v USING (id)"
+            " ORDER BY e.created_at, e.id"
         )
         by_id = {r["id"]: r for r in got}
         assert set(by_id) == {r[0] for r in legacy}

@@ -62,11 +62,12 @@ def test_locomo_round_trip_keeps_every_row_field_and_vector(
         sid = source.start_session("caroline", namespace=ns).session_id
         source.close_session(sid, namespace=ns, state={"current_plan": ["remember"]})
         source.add_event("notes", "user", "a memory", namespace=ns, metadata={"k": [1, 2]})
+        failed = f"locomo:{loaded.conversation.conversation_id}:D1:1"
         source.store.execute(  # one row whose embedding failed
-            "UPDATE events SET embedding = NULL, embedding_model = NULL, embedding_error = 'x'"
-            " WHERE id = ?",
-            [f"locomo:{loaded.conversation.conversation_id}:D1:1"],
+            "UPDATE events SET embedding_model = NULL, embedding_error = 'x' WHERE id = ?",
+            [failed],
         )
+        source.store.execute("DELETE FROM event_vectors WHERE id = ?", [failed])
         source.flush()
         before = _events(source, ns)
         sessions_before = _sessions(source, ns)
@@ -111,7 +112,7 @@ def test_file_format_is_versioned_and_documented(mem: Memory, tmp_path: Path) ->
     item = document["events"][0]
     assert item["id"] == event.id and item["metadata"] == '{"a": "x", "b": 1}'
     assert item["created_at"].endswith("Z") and item["embedding_dim"] == 384
-    stored = mem.store.fetchone("SELECT embedding FROM events WHERE id = ?", [event.id])[0]
+    stored = mem.store.fetchone("SELECT embedding FROM event_vectors WHERE id = ?", [event.id])[0]
     decoded = np.frombuffer(base64.b64decode(item["embedding"]), dtype="<f4")
     assert decoded.tobytes() == np.asarray(stored, dtype=np.float32).tobytes()
     assert summary["events"] == 1 and summary["bytes"] == file.stat().st_size

@@ -63,7 +63,9 @@ def test_a_vector_computed_for_old_text_is_never_written_over_new_text(tmp_path)
         kernel_a.stdin.flush()
         expect(kernel_a, "flushed")
         assert kernel_a.wait(timeout=HANG) == 0, kernel_a.stderr.read()
-        stored = b.store.fetchone("SELECT embedding FROM events WHERE id = ?", [memory_id])[0]
+        stored = b.store.fetchone("SELECT embedding FROM event_vectors WHERE id = ?", [memory_id])[
+            0
+        ]
         expected = HashEmbedder(384).embed([new_text])[0]
         assert np.allclose(stored, expected, atol=1e-6)  # the new text's vector, not alpha's
         hits = b.search_memories_by_similarity("launch code alpha", similarity_threshold=0.5)
@@ -275,7 +277,7 @@ def test_the_worker_retries_when_the_file_is_busy_and_flush_waits(store_path, mo
         finally:
             _release(holder)
         assert mem.flush(timeout=HANG) is True
-        stored = mem.store.fetchone("SELECT embedding FROM events WHERE id = ?", [event.id])[0]
+        stored = mem.store.fetchone("SELECT embedding FROM event_vectors WHERE id = ?", [event.id])
         assert stored is not None
 
 

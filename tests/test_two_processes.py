@@ -272,3 +272,22 @@ def test_nbmemory_shared_env_is_the_default_and_an_explicit_argument_wins(tmp_pa
     monkeypatch.setenv("NBMEMORY_SHARED", "0")
     with Memory(path, embedder="hash") as mem:
         assert not isinstance(mem.store, SharedStore)
+
+
+def test_a_forked_child_makes_ids_of_its_own():
+    """Event ids come from a buffer of random bytes: a fork must not share what is left."""
+    import os
+
+    from nbmemory.events import new_id
+
+    new_id()  # the parent's buffer is now filled
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then exit without running the test teardown
+        os.write(write, " ".join(new_id() for _ in range(8)).encode())
+        os._exit(0)
+    os.close(write)
+    child = set(os.read(read, 4096).decode().split())
+    os.waitpid(pid, 0)
+    parent = {new_id() for _ in range(8)}
+    assert len(child) == 8 and not child & parent

@@ -50,7 +50,7 @@ def test_index_matches_sql_through_inserts_deletes_and_updates(store_path):
             # a change the index is not told about: it must notice and rebuild
             victim = mem.store.fetchone("SELECT id FROM events ORDER BY random() LIMIT 1")[0]
             mem.store.execute(
-                "UPDATE events SET embedding = ?::FLOAT[] WHERE id = ?",
+                "UPDATE event_vectors SET embedding = ?::FLOAT[] WHERE id = ?",
                 [rng.standard_normal(DIM).astype(np.float32).tolist(), victim],
             )
             for _ in range(5):

@@ -15,6 +15,8 @@ import datetime as dt
 import html
 import json
 import math
+import os
+import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -123,9 +125,36 @@ def plain(value: Any) -> Any:
     return value
 
 
+class _RandomBytes(threading.local):
+    """Random bytes read from the OS 4 KiB at a time, per thread: ``uuid4`` reads 16
+    bytes per call, and that system call was a fifth of ``add_events``' time."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.position = 0
+
+    def take(self, size: int) -> bytes:
+        if self.position + size > len(self.buffer):
+            self.buffer, self.position = os.urandom(4096), 0
+        chunk = self.buffer[self.position : self.position + size]
+        self.position += size
+        return chunk
+
+
+_random_bytes = _RandomBytes()
+
+
+def _fresh_random_bytes() -> None:  # a forked child must not reuse its parent's bytes
+    global _random_bytes
+    _random_bytes = _RandomBytes()
+
+
+os.register_at_fork(after_in_child=_fresh_random_bytes)
+
+
 def new_id() -> str:
-    """A new event id (a UUID)."""
-    return str(uuid.uuid4())
+    """A new event id: a random (version 4) UUID."""
+    return str(uuid.UUID(bytes=_random_bytes.take(16), version=4))
 
 
 def importance_for(

@@ -3,8 +3,9 @@ for the model.
 
 Texts arrive as ``(id, text)`` pairs (the store announces every event that waits
 for a vector); the worker embeds them in batches on a daemon thread and writes
-each vector back through the writer, which stores it only if the event still
-holds that exact text.
+the vectors back through the writer, which stores each only if the event still
+holds that exact text.  While a backlog waits, several batches are written in
+one transaction.
 
 Two kinds of failure are told apart.  A text the model fails on is recorded on its
 event (``embedding_error``).  A model that cannot load at all
@@ -53,6 +54,8 @@ class EmbeddingWorker:
         batch_size: int = 64,
         dim: int | None = None,
         linger: float = 0.05,
+        write_rows: int = 4096,
+        hold: float = 0.5,
     ) -> None:
         self.embedder = embedder
         self.write_vectors = write_vectors
@@ -62,6 +65,18 @@ class EmbeddingWorker:
         self.dim = dim
         #: Seconds to wait for a batch to fill once a text arrives (0 = embed at once).
         self.linger = linger
+        #: While a backlog waits, vectors of several batches are written together, up
+        #: to ``write_rows`` of them or ``hold`` seconds: each write is a transaction
+        #: whose fixed cost (a scan of the events to check the texts, a commit) would
+        #: otherwise bound ingest with a fast model.  With nothing queued, vectors are
+        #: written at once.
+        self.write_rows = write_rows
+        self.hold = hold
+        self._held: list[tuple[list[str], list[str], np.ndarray]] = []
+        self._held_rows = 0
+        self._held_since = 0.0
+        #: Texts taken from the queue whose vectors (or failure) are not yet written.
+        self._in_hand = 0
         self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._idle = threading.Condition()
         self._pending = 0
@@ -181,6 +196,7 @@ class EmbeddingWorker:
         while True:
             batch = self._take_batch()
             if batch is None:
+                self._write_held()  # vectors computed before the stop are kept
                 return
             try:
                 if not self._stopping:
@@ -188,10 +204,32 @@ class EmbeddingWorker:
             except Exception as exc:  # never let the thread die silently
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("nbmemory embedding worker failed on a batch")
-            finally:
-                with self._idle:
-                    self._pending -= len(batch)
-                    self._idle.notify_all()
+            self._in_hand += len(batch)
+            if (
+                self._held_rows >= self.write_rows
+                or self._queue.empty()
+                or time.monotonic() - self._held_since >= self.hold
+            ):
+                self._write_held()
+
+    def _write_held(self) -> None:
+        """Write the vectors held back, then count their texts as done."""
+        try:
+            if self._held:
+                ids = [i for held in self._held for i in held[0]]
+                texts = [t for held in self._held for t in held[1]]
+                vectors = np.concatenate([held[2] for held in self._held])
+                self._write(self.write_vectors, ids, texts, vectors)
+                self.embedded += len(ids)
+        except Exception as exc:  # the texts stay pending in the store
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("nbmemory embedding worker could not write vectors")
+        finally:
+            self._held, self._held_rows = [], 0
+            with self._idle:
+                self._pending -= self._in_hand
+                self._in_hand = 0
+                self._idle.notify_all()
 
     def _process(self, batch: list[tuple[str, str]]) -> None:
         ids = [item[0] for item in batch]
@@ -215,11 +253,10 @@ class EmbeddingWorker:
         if good and self.dim is None:
             self.dim = int(vectors.shape[1])
         if good:
-            chosen = vectors[good]
-            self._write(
-                self.write_vectors, [ids[i] for i in good], [texts[i] for i in good], chosen
-            )
-            self.embedded += len(good)
+            if not self._held:
+                self._held_since = time.monotonic()
+            self._held.append(([ids[i] for i in good], [texts[i] for i in good], vectors[good]))
+            self._held_rows += len(good)
         if errors:
             self._write(self.write_errors, {ids[i]: message for i, message in errors.items()})
             self.failed += len(errors)

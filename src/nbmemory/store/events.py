@@ -17,12 +17,12 @@ from .changes import Change, TextRow
 from .clauses import ORDERINGS, placeholders, to_epoch_us, where, where_clause
 from .schema import EVENTS, READ_COLUMNS
 from .table import TableObject
-from .vectors import embedded_vectors, with_vectors
+from .vectors import embedded_vectors, mark_embedded
 
 _READ = ", ".join(READ_COLUMNS)
 _TEXT_ROW = "id, namespace, session_id, content, created_at, seq"
 _TIMESTAMPS = frozenset({"created_at", "updated_at", "consolidated_at"})
-_SINGLE_COLUMNS = tuple(c for c in EVENTS.names if c != "embedding")
+_SINGLE_COLUMNS = EVENTS.names
 # Times travel as epoch microseconds: binding a datetime parameter into a
 # TIMESTAMP column costs ~3 ms in DuckDB 2.0, the integer ~0.1 ms.
 _SINGLE_INSERT = (
@@ -38,7 +38,7 @@ class EventsTable(TableObject):
     # -- reads ------------------------------------------------------------------------
     def get(self, event_id: str, namespace: str, *, kinds: Sequence[str] | None = None) -> Any:
         """One event's record (with ``has_embedding``), or None."""
-        sql = f"SELECT {_READ}, embedding IS NOT NULL AS has_embedding FROM events"
+        sql = f"SELECT {_READ}, embedding_model IS NOT NULL AS has_embedding FROM events"
         sql += " WHERE id = ? AND namespace = ?"
         params: list[Any] = [event_id, namespace]
         if kinds is not None:
@@ -66,8 +66,14 @@ class EventsTable(TableObject):
         clauses, params = where_clause(
             namespace=namespace, filters=filters, since=since, until=until, ids=ids
         )
-        columns = EVENTS.names if with_embedding else READ_COLUMNS
-        sql = f"SELECT {', '.join(columns)} FROM events{where(clauses)} ORDER BY {order}"
+        source = "events"
+        if with_embedding:  # each event with the vector of its embedding_model, if any
+            source = (
+                f"(SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding FROM events e"
+                " LEFT JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model)"
+            )
+        columns = [*READ_COLUMNS, "embedding"] if with_embedding else READ_COLUMNS
+        sql = f"SELECT {', '.join(columns)} FROM {source}{where(clauses)} ORDER BY {order}"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
@@ -196,7 +202,7 @@ class EventsTable(TableObject):
         frame: pd.DataFrame = self.store.run(
             "SELECT id, session_id, role, kind, content, importance,"
             " importance >= ? AS salient,"
-            " (embedding IS NOT NULL AND embedding_model = ?) AS embedded, created_at"
+            " coalesce(embedding_model = ?, false) AS embedded, created_at"
             " FROM events WHERE namespace = ? ORDER BY created_at, id",
             [threshold, model, namespace],
             "df",
@@ -207,8 +213,8 @@ class EventsTable(TableObject):
         """Events per namespace, session and kind, with the embedding backlog."""
         frame: pd.DataFrame = self.store.run(
             "SELECT namespace, session_id, kind, count(*) AS events,"
-            " count(embedding) AS embedded,"
-            " count(*) FILTER (WHERE embedding IS NULL AND embedding_error IS NULL"
+            " count(embedding_model) AS embedded,"
+            " count(*) FILTER (WHERE embedding_model IS NULL AND embedding_error IS NULL"
             "   AND content IS NOT NULL) AS pending,"
             " count(embedding_error) AS failed,"
             " min(created_at) AS first_at, max(created_at) AS last_at"
@@ -288,9 +294,11 @@ class EventsTable(TableObject):
             returned = self.store.run(_SINGLE_INSERT, values)
         else:
             data = EVENTS.to_arrow(safe)
-            for group in embedded:
-                data = with_vectors(data, group, {r["id"]: i for i, r in enumerate(safe)})
+            if embedded:
+                data = mark_embedded(data, embedded)
             returned = self._insert_arrow(data, _TEXT_ROW)
+            for group in embedded:
+                self.store.vectors.append(group)
         seq = {r[0]: r[5] for r in returned}
         model_of = {i: g.model for g in embedded for i in g.ids}
         records = [{**{c: row.get(c) for c in READ_COLUMNS}, "seq": seq[row["id"]]} for row in safe]
@@ -322,8 +330,7 @@ class EventsTable(TableObject):
         safe = self._redact({"content": content, "metadata": metadata, "namespace": namespace})
         content, metadata = safe["content"], safe["metadata"]
         if content is not None:
-            sets += ["content = ?", "embedding = NULL", "embedding_model = NULL"]
-            sets.append("embedding_error = NULL")
+            sets += ["content = ?", "embedding_model = NULL", "embedding_error = NULL"]
             params.append(content)
         if metadata is not None:
             sets.append("metadata = ?")
@@ -336,6 +343,8 @@ class EventsTable(TableObject):
         rows = self.store.run(sql + f" RETURNING {_TEXT_ROW}", params)
         if not rows:
             return False
+        if content is not None:
+            self.store.vectors.drop([event_id])
         change = Change(updated=[event_id])
         if content is not None:
             change.retexted = list(rows)
@@ -364,6 +373,7 @@ class EventsTable(TableObject):
             for row in self.store.run(f"DELETE FROM events{where(clauses)} RETURNING id", params)
         ]
         if deleted:
+            self.store.vectors.drop(deleted)
             self.store.changed(Change(deleted=deleted))
         return deleted
 

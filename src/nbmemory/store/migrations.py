@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .connection import Store
 
 #: Version of the file format written in ``nbmemory_meta`` (readers refuse newer ones).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: The marker ``nbmemory_meta.format`` holds in every nbmemory file.
 FORMAT = "nbmemory"
 
@@ -53,6 +53,7 @@ OWN_TABLES = frozenset(
         "nbmemory_meta",
         "nbmemory_migrations",
         "events",
+        "event_vectors",
         "facts",
         "fact_history",
         "macros",
@@ -100,14 +101,25 @@ def check_file(store: Store, *, adopt: bool = False) -> None:
 
 
 def check_readable(store: Store) -> None:
-    """A file opened read-only must be nbmemory's (a newer one is readable as far as it goes)."""
+    """A file opened read-only must be nbmemory's, migrated to this version's tables
+    (a newer one is readable as far as it goes; an older one cannot be upgraded
+    without a write)."""
     tables = set(store.tables())
-    if "nbmemory_meta" in tables or not tables:
+    if not tables:
         return
-    if not (LEGACY_MESSAGES in tables and tables <= LEGACY_TABLES):
+    if "nbmemory_meta" not in tables and not (
+        LEGACY_MESSAGES in tables and tables <= LEGACY_TABLES
+    ):
         raise StoreError(
             f"{store.path} is not an nbmemory store (tables: {', '.join(sorted(tables)[:6])}); "
             "pass the path of an nbmemory file"
+        )
+    missing = [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in applied(store)]
+    if missing:
+        raise StoreError(
+            f"{store.path} was written by an older nbmemory and needs upgrading"
+            f" ({', '.join(missing)}), which read_only=True cannot do; open it once"
+            " without read_only (or run `nbmemory status --store PATH`) to upgrade it"
         )
 
 
@@ -181,6 +193,35 @@ def m003_legacy_messages(store: Store) -> None:
     """Copy the v0.8 ``messages`` rows into ``events``, then keep the old table renamed."""
     if store.table_exists(LEGACY_MESSAGES):
         store.migrated_messages = _copy_messages(store)
+
+
+@migration
+def m004_event_vectors(store: Store) -> None:
+    """Vectors move from ``events.embedding`` to the append-only ``event_vectors``.
+
+    Writing a vector back with an ``UPDATE`` of a LIST column on a keyed table is
+    DuckDB's slow path (~2-5k rows/s, slower as the table grows); an append is an
+    order of magnitude faster.  No key on the new table: an indexed key would make
+    every append pay for it, and a lake has none; the writes keep one row per
+    (event, model) by deleting before they append, in one transaction.
+    """
+    store.run(
+        """CREATE TABLE IF NOT EXISTS event_vectors (
+            id VARCHAR NOT NULL,
+            namespace VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            embedding FLOAT[] NOT NULL
+        )"""
+    )
+    store.run(
+        "INSERT INTO event_vectors SELECT id, namespace, embedding_model, embedding FROM events"
+        " WHERE embedding IS NOT NULL AND embedding_model IS NOT NULL"
+    )
+    store.run(
+        "UPDATE events SET embedding_model = NULL"
+        " WHERE embedding IS NULL AND embedding_model IS NOT NULL"
+    )
+    store.run("ALTER TABLE events DROP COLUMN embedding")
 
 
 _V1_TABLES = [

@@ -7,7 +7,8 @@ bulk insert, and which columns hold text a user or agent handed in (``user_text`
 the writer redacts secrets from them before they are stored).  A test checks
 that a freshly migrated store has exactly these columns.
 
-Tables and where they come from: ``events`` (it replaced ``messages``), ``facts``,
+Tables and where they come from: ``events`` (it replaced ``messages``; its vectors
+live in ``event_vectors``), ``facts``,
 ``macros``, ``scheduled_tasks``, ``terminal_allowed_prefixes`` are the Rust agent
 layer's; ``sessions`` and ``audit_log`` are Vectora's;
 ``fact_history`` and ``nbmemory_meta`` are nbmemory's own.
@@ -76,7 +77,7 @@ EVENTS = Table(
         Column("created_at", _TS),
         Column("updated_at", _TS),
         Column("importance", pa.float64()),
-        Column("embedding", pa.list_(pa.float32())),
+        #: The model whose vector ``event_vectors`` holds for this text (NULL: none yet).
         Column("embedding_model", pa.string()),
         Column("embedding_error", pa.string()),
         Column("consolidated_at", _TS),
@@ -86,8 +87,23 @@ EVENTS = Table(
 #: Insertion order of events (breaks created_at ties); filled by a sequence.
 EVENT_SEQ = "seq"
 
-#: Columns of ``events`` returned by reads (everything but the vector, which is large).
-READ_COLUMNS = tuple(name for name in EVENTS.names if name != "embedding")
+#: Columns of ``events`` returned by reads.
+READ_COLUMNS = EVENTS.names
+
+#: The vector of each embedded event, apart from the row: written by appends (a
+#: LIST column is DuckDB's slow path for UPDATE), one row per (event, model), only
+#: for the exact text the event holds; dropped with the text, the event or the model.
+#: ``namespace`` is the event's (it never changes), so the index loads without a join.
+EVENT_VECTORS = Table(
+    "event_vectors",
+    (
+        Column("id", pa.string()),
+        Column("namespace", pa.string()),
+        Column("model", pa.string()),
+        Column("embedding", pa.list_(pa.float32())),
+    ),
+    key=("id", "model"),
+)
 
 #: Columns a caller may filter ``events`` on with equality (``filters={...}``).
 FILTER_COLUMNS = frozenset(
@@ -206,6 +222,7 @@ TABLES = {
     t.name: t
     for t in (
         EVENTS,
+        EVENT_VECTORS,
         FACTS,
         FACT_HISTORY,
         MACROS,

@@ -1,8 +1,9 @@
-"""``store.vectors``: the vectors stored with events, and rankings computed from them.
+"""``store.vectors``: the vectors of events (``event_vectors``), and rankings computed
+from them.
 
 Separate from :mod:`.events` because vectors have their own life: written by the
 embedding worker after the row, only for the exact text they were computed from,
-dropped when the text changes or the model does.
+dropped when the text changes, the event goes or the model does.
 """
 
 from __future__ import annotations
@@ -13,24 +14,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .changes import Change, Vectors
 from .clauses import where, where_clause
-from .schema import EVENTS, READ_COLUMNS
+from .schema import EVENT_VECTORS, READ_COLUMNS
 from .table import TableObject
 
 _READ = ", ".join(READ_COLUMNS)
+#: Events with the vector of one model (the model is the first parameter).
+_WITH_VECTOR = (
+    f"SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding FROM events e"
+    " JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model WHERE v.model = ?"
+)
 
 
 class EventVectors(TableObject):
-    table = EVENTS
+    """``event_vectors``, and the vector-side state of ``events`` (``embedding_model``:
+    the model whose vector is stored for the text; ``embedding_error``: why there is none)."""
+
+    table = EVENT_VECTORS
 
     def pending(self, limit: int | None = None) -> list[tuple[str, str]]:
         """(id, content) of events with text, no vector and no recorded failure."""
         sql = (
             "SELECT id, content FROM events WHERE content IS NOT NULL AND embedding_error IS NULL"
-            " AND embedding IS NULL ORDER BY created_at, id"
+            " AND embedding_model IS NULL ORDER BY created_at, id"
         )
         params: list[Any] = []
         if limit is not None:
@@ -41,17 +49,15 @@ class EventVectors(TableObject):
     def vector_dim(self, model: str) -> int | None:
         """Dimension of the stored vectors of ``model`` (None when there is none)."""
         rows = self.store.run(
-            "SELECT len(embedding) FROM events WHERE embedding_model = ?"
-            " AND embedding IS NOT NULL LIMIT 1",
-            [model],
+            "SELECT len(embedding) FROM event_vectors WHERE model = ? LIMIT 1", [model]
         )
         return int(rows[0][0]) if rows else None
 
     def shape(self, model: str) -> tuple[int, int | None]:
         """How many events ``model`` embedded, and the length most of their vectors have."""
         rows = self.store.run(
-            "SELECT len(embedding) AS dim, count(*) FROM events"
-            " WHERE embedding IS NOT NULL AND embedding_model = ? GROUP BY dim ORDER BY 2 DESC",
+            "SELECT len(embedding) AS dim, count(*) FROM event_vectors"
+            " WHERE model = ? GROUP BY dim ORDER BY 2 DESC",
             [model],
         )
         return sum(int(r[1]) for r in rows), (int(rows[0][0]) if rows else None)
@@ -63,10 +69,7 @@ class EventVectors(TableObject):
         (the store's lock is held until then).
         """
         yield from self.store.stream(
-            "SELECT id, namespace, embedding FROM events"
-            " WHERE embedding IS NOT NULL AND embedding_model = ?",
-            [model],
-            rows,
+            "SELECT id, namespace, embedding FROM event_vectors WHERE model = ?", [model], rows
         )
 
     def embedded_frame(self, namespace: str, model: str, columns: Sequence[str]) -> pd.DataFrame:
@@ -75,9 +78,9 @@ class EventVectors(TableObject):
         if unknown:
             raise ValueError(f"unknown columns {unknown}")
         frame: pd.DataFrame = self.store.run(
-            f"SELECT {', '.join(columns)}, embedding FROM events"
-            " WHERE namespace = ? AND embedding_model = ? AND embedding IS NOT NULL"
-            " ORDER BY created_at, id",
+            f"SELECT {', '.join('e.' + c for c in columns)}, v.embedding"
+            " FROM events e JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model"
+            " WHERE e.namespace = ? AND e.embedding_model = ? ORDER BY e.created_at, e.id",
             [namespace, model],
             "df",
         )
@@ -111,8 +114,6 @@ class EventVectors(TableObject):
         clauses, params = where_clause(
             namespace=namespace, filters=filters, since=since, until=until
         )
-        clauses += ["embedding IS NOT NULL", "embedding_model = ?"]
-        params.append(model)
         exclude = list(exclude_ids)
         if exclude:
             clauses.append("id NOT IN (SELECT unnest(?::VARCHAR[]))")
@@ -122,9 +123,9 @@ class EventVectors(TableObject):
             f"SELECT * FROM (SELECT {_READ},"
             " list_cosine_similarity(embedding, ?::FLOAT[]) AS similarity,"
             " 1.0 / (1.0 + list_distance(embedding, ?::FLOAT[])) AS distance_score"
-            f" FROM events{where(clauses)}) WHERE {rank_by} IS NOT NULL"
+            f" FROM ({_WITH_VECTOR}){where(clauses)}) WHERE {rank_by} IS NOT NULL"
         )
-        params = [query, query, *params]
+        params = [query, query, model, *params]
         if threshold is not None:
             sql += f" AND {rank_by} {'>' if strict else '>='} ?"
             params.append(float(threshold))
@@ -136,42 +137,53 @@ class EventVectors(TableObject):
     def write_vectors(
         self, ids: Sequence[str], vectors: np.ndarray, model: str, texts: Sequence[str]
     ) -> list[str]:
-        """Store each vector on its event, only if the event still holds the text it was
-        computed from; clears any earlier error.  Returns the ids written."""
+        """Store each vector for its event, only if the event still holds the text it was
+        computed from and has no vector yet; clears any earlier error.  Returns the ids
+        written.
+
+        The event rows are marked in one ``UPDATE`` of plain columns (which also picks
+        the rows, atomically with the check); the vectors are appended from Arrow.
+        """
         self._write()
         if not len(ids):
             return []
         matrix = np.asarray(vectors, dtype=np.float32)
         data = pa.table(
-            {
-                "id": pa.array(list(ids), pa.string()),
-                "content": pa.array(list(texts), pa.string()),
-                "embedding": pa.FixedSizeListArray.from_arrays(
-                    pa.array(matrix.reshape(-1)), matrix.shape[1]
-                ).cast(pa.list_(pa.float32())),
-            }
+            {"id": pa.array(list(ids), pa.string()), "content": pa.array(list(texts), pa.string())}
         )
         with self.store.registered("_nbmemory_vectors", data) as view:
             written = self.store.run(
-                "UPDATE events SET embedding = v.embedding, embedding_model = ?,"
-                f" embedding_error = NULL FROM {view} v"
-                " WHERE events.id = v.id AND events.content = v.content"
-                " RETURNING events.id, events.namespace",
+                "UPDATE events SET embedding_model = ?, embedding_error = NULL"
+                f" FROM {view} v WHERE events.id = v.id AND events.content = v.content"
+                " AND events.embedding_model IS NULL RETURNING events.id, events.namespace",
                 [model],
             )
-        if written:
-            row_of = {event_id: i for i, event_id in enumerate(ids)}
-            chosen = [row_of[event_id] for event_id, _ in written]
-            self.store.changed(
-                Change(
-                    vectors=[
-                        Vectors(
-                            model, [w[0] for w in written], [w[1] for w in written], matrix[chosen]
-                        )
-                    ]
-                )
+        if not written:
+            return []
+        row_of = {event_id: i for i, event_id in enumerate(ids)}
+        group = Vectors(
+            model,
+            [w[0] for w in written],
+            [w[1] for w in written],
+            matrix[[row_of[event_id] for event_id, _ in written]],
+        )
+        self.append(group)
+        self.store.changed(Change(vectors=[group]))
+        return group.ids
+
+    def append(self, group: Vectors) -> None:
+        """Append the vectors of ``group`` (their events marked by the caller)."""
+        self._write()
+        if group.ids:
+            self._insert_arrow(vector_rows(group))
+
+    def drop(self, ids: Sequence[str]) -> None:
+        """Forget the stored vectors of these events (every model)."""
+        self._write()
+        if ids:
+            self.store.run(
+                "DELETE FROM event_vectors WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)]
             )
-        return [w[0] for w in written]
 
     def write_errors(self, errors: dict[str, str]) -> None:
         """Record why embedding failed for each id (its vector, if any, is dropped)."""
@@ -186,9 +198,10 @@ class EventVectors(TableObject):
         )
         with self.store.registered("_nbmemory_errors", data) as view:
             self.store.run(
-                "UPDATE events SET embedding = NULL, embedding_error = e.error"
+                "UPDATE events SET embedding_model = NULL, embedding_error = e.error"
                 f" FROM {view} e WHERE events.id = e.id"
             )
+        self.drop(list(errors))
         self.store.changed(Change(unvectored=list(errors)))
 
     def clear_errors(self) -> list[tuple[str, str]]:
@@ -209,7 +222,7 @@ class EventVectors(TableObject):
         """Drop vectors made by other models (and failures); returns (id, text) to embed."""
         self._write()
         sql = (
-            "UPDATE events SET embedding = NULL, embedding_model = NULL, embedding_error = NULL"
+            "UPDATE events SET embedding_model = NULL, embedding_error = NULL"
             " WHERE embedding_model IS DISTINCT FROM ? AND content IS NOT NULL"
         )
         params: list[Any] = [model]
@@ -218,6 +231,7 @@ class EventVectors(TableObject):
             params.append(namespace)
         rows = [(r[0], r[1]) for r in self.store.run(sql + " RETURNING id, content", params)]
         if rows:
+            self.drop([r[0] for r in rows])
             self.store.changed(Change(unvectored=[r[0] for r in rows], to_embed=rows))
         return rows
 
@@ -256,29 +270,36 @@ def embedded_vectors(
     ]
 
 
-def with_vectors(data: pa.Table, group: Vectors, position: dict[str, int]) -> pa.Table:
-    """``data`` with the vectors of ``group`` in its embedding and embedding_model columns."""
-    n = data.num_rows
-    where = np.array([position[i] for i in group.ids], dtype=np.int64)
-    dim = group.matrix.shape[1]
-    full = np.zeros((n, dim), dtype=np.float32)
-    full[where] = group.matrix
-    mask = np.zeros(n, dtype=bool)
-    mask[where] = True
-    lists = pa.FixedSizeListArray.from_arrays(pa.array(full.reshape(-1)), dim).cast(
-        pa.list_(pa.float32())
-    )
-    old_vectors = data.column("embedding").combine_chunks()
-    old_models = data.column("embedding_model").combine_chunks()
-    models = pa.array([group.model] * n, pa.string())
-    choose = pa.array(mask)
-    data = data.set_column(
-        data.schema.get_field_index("embedding"),
-        "embedding",
-        pc.if_else(choose, lists, old_vectors),
+def mark_embedded(data: pa.Table, groups: list[Vectors]) -> pa.Table:
+    """Event rows ``data`` with ``embedding_model`` set for the events of ``groups``."""
+    model_of = {event_id: g.model for g in groups for event_id in g.ids}
+    models = pa.array(
+        [
+            model_of.get(i, old)
+            for i, old in zip(
+                data.column("id").to_pylist(),
+                data.column("embedding_model").to_pylist(),
+                strict=True,
+            )
+        ],
+        pa.string(),
     )
     return data.set_column(
-        data.schema.get_field_index("embedding_model"),
-        "embedding_model",
-        pc.if_else(choose, models, old_models),
+        data.schema.get_field_index("embedding_model"), "embedding_model", models
+    )
+
+
+def vector_rows(group: Vectors) -> pa.Table:
+    """``group`` as rows of ``event_vectors`` (an Arrow table)."""
+    matrix = np.asarray(group.matrix, dtype=np.float32)
+    return pa.table(
+        {
+            "id": pa.array(group.ids, pa.string()),
+            "namespace": pa.array(group.namespaces, pa.string()),
+            "model": pa.array([group.model] * len(group.ids), pa.string()),
+            "embedding": pa.FixedSizeListArray.from_arrays(
+                pa.array(matrix.reshape(-1)), matrix.shape[1]
+            ).cast(pa.list_(pa.float32())),
+        },
+        schema=EVENT_VECTORS.arrow_schema,
     )
