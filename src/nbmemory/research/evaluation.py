@@ -10,7 +10,9 @@ rankings) join the same table with :func:`register_strategy`::
         return [...]  # event ids, best first
 
 Questions and their relevant memories come from :class:`~nbmemory.research.datasets.LoadedConversation`
-(LoCoMo).  Nothing here imports plotly: the CLI uses it without the notebook extra.
+(LoCoMo).  Strategies that go
+through ``search`` or ``get_context`` use the memory's reranker when it has one.
+Nothing here imports plotly: the CLI uses it without the notebook extra.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInput
+from ..retrieval.rerank import reranker_name
 from .datasets import LoadedConversation
 
 if TYPE_CHECKING:
@@ -316,8 +319,15 @@ def evaluate(
         "salience_threshold": s.salience_threshold,
         "profile": s.profile,
         "model": memory.model_name,
+        **_reranker_parameter(memory),
     }
     return Evaluation(summarize(per_query), per_query, parameters)
+
+
+def _reranker_parameter(memory: Memory) -> dict[str, Any]:
+    """``{"reranker": name}`` when the memory re-scores with one (else nothing)."""
+    reranker = memory.reranker
+    return {} if reranker is None else {"reranker": reranker_name(reranker)}
 
 
 class SettingsTrial:
@@ -397,6 +407,7 @@ def evaluate_profiles(
         ),
         "salience_threshold": before.salience_threshold,
         "model": memory.model_name,
+        **_reranker_parameter(memory),
     }
     return Evaluation(table.loc[order], per_query, parameters)
 
