@@ -13,8 +13,10 @@ from nbmemory import InvalidInput, Memory
 from nbmemory.cli import main
 from nbmemory.research.datasets import load_locomo
 from nbmemory.research.evaluation import (
+    ABLATIONS,
     STRATEGIES,
     evaluate,
+    evaluate_ablation,
     evaluate_queries,
     parse_ks,
     register_strategy,
@@ -372,6 +374,76 @@ def signals(tmp_path):
     memory = Memory(":memory:", embedder=blind_model)
     yield memory, load_locomo(path, memory), path
     memory.close()
+
+
+def test_ablation_switches_each_signal_off_where_it_matters(signals) -> None:
+    memory, loaded, _ = signals
+    before, audit_rows = memory.settings, len(memory.audit_log())
+    result = evaluate_ablation(memory, loaded, k="1,3")
+    table = result.table
+    assert list(table.index) == list(ABLATIONS)
+    assert list(table.columns) == [
+        "recall@1", "hit@1", "recall@3", "hit@3", "Δ recall@3", "MRR", "questions",
+    ]  # fmt: skip
+    rows = result.per_query.set_index(["strategy", "question"])
+
+    def row(name: str, question: str):
+        return rows.loc[(name, question)]
+
+    full, speaker, time, neighbours, keywords, vector = ABLATIONS
+    # all signals on: the evidence first, or (the reply) second after the turn it answers
+    assert [row(full, q)["rr"] for q in (SPEAKER_Q, WHEN_Q, REPLY_Q)] == [1.0, 1.0, 0.5]
+    # each signal's row differs on its own question, and only there
+    assert row(speaker, SPEAKER_Q)["rr"] < 1.0
+    assert row(time, WHEN_Q)["rr"] < 1.0
+    assert row(neighbours, REPLY_Q)["hits@3"] == 0
+    assert row(keywords, REPLY_Q)["rr"] == 0.0
+    for name, own in ((speaker, SPEAKER_Q), (time, WHEN_Q)):
+        for question in {SPEAKER_Q, WHEN_Q, REPLY_Q} - {own}:
+            assert row(name, question)["retrieved"] == row(full, question)["retrieved"]
+    assert table.loc[full, "MRR"] > table.loc[vector, "MRR"]
+    assert table.loc[full, "Δ recall@3"] == 0.0
+    assert table.loc[neighbours, "Δ recall@3"] == pytest.approx(-1 / 3)
+    # trial settings only: the store kept its own, and nothing was audited
+    assert memory.settings == before and len(memory.audit_log()) == audit_rows
+    assert result.parameters["speaker_weight"] == 0.2 and "reranker" not in result.parameters
+    assert list(result.by_category("hit@1").index) == list(ABLATIONS)
+    custom = evaluate_ablation(memory, loaded, k=1, ablations={"bm25": ("keyword", {})})
+    assert list(custom.table.index) == ["bm25"]
+    with pytest.raises(InvalidInput, match="unknown strategy"):
+        evaluate_ablation(memory, loaded, ablations={"x": ("semantic", {})})
+    with pytest.raises(InvalidInput, match="unknown setting"):
+        evaluate_ablation(memory, loaded, ablations={"x": ("hybrid", {"speaker": 0})})
+
+
+def test_the_ablation_embeds_each_question_once(signals) -> None:
+    """Six rows read the stored vectors: nothing but the questions is embedded, each once."""
+    memory, loaded, _ = signals
+    asked: list[str] = []
+    embed = memory.embedder.embed
+
+    def counting(texts):
+        asked.extend(texts)
+        return embed(texts)
+
+    memory.embedder.embed = counting  # type: ignore[method-assign]
+    evaluate_ablation(memory, loaded, k=3)
+    assert sorted(asked) == sorted([SPEAKER_Q, WHEN_Q, REPLY_Q])
+
+
+def test_cli_eval_locomo_ablation(signals, capsys) -> None:
+    _, _, path = signals
+    base = ["eval", "locomo", str(path), "--embedder", "hash", "--k", "1,3", "--markdown"]
+    assert main([*base, "--ablation", "--by-category"]) == 0
+    out = capsys.readouterr().out
+    assert "one signal switched off per row" in out
+    for name in ABLATIONS:
+        assert f"| {name} |" in out
+    assert "| strategy | recall@1 | hit@1 | recall@3 | hit@3 | Δ recall@3 | MRR |" in out
+    assert "| hit@3 by category | 2 temporal (1) | 4 single-hop (2) | all (3) |" in out
+    assert "suggested" not in out
+    assert main([*base, "--ablation", "--strategies", "hybrid", "--profile", "spec"]) == 1
+    assert "leave out --profile, --strategies" in capsys.readouterr().err
 
 
 def test_evaluation_uses_the_memory_reranker(signals, tmp_path, monkeypatch, capsys) -> None:

@@ -66,6 +66,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "per question category, K the largest cut-off",
     )
     locomo.add_argument(
+        "--ablation",
+        action="store_true",
+        help="instead of the strategies, the hybrid search with each of its signals switched "
+        "off in turn (speaker, time, neighbours, keywords) and plain cosine: recall@K, hit@K, MRR",
+    )
+    locomo.add_argument(
         "--reranker",
         metavar="MODULE:NAME",
         default=None,
@@ -130,13 +136,16 @@ def load_reranker(spec: str) -> Any:
 
 
 def cmd_eval_locomo(args: argparse.Namespace) -> int:
-    """``nbmemory eval locomo PATH...``: one table of strategies x metrics."""
+    """``nbmemory eval locomo PATH...``: one table of strategies x metrics (or, with
+    ``--ablation``, of the hybrid search's signals switched off in turn)."""
     from ..config import PROFILES
     from ..research.datasets import load_locomo, locomo_files
     from ..research.evaluation import evaluate_profiles, parse_ks
     from ..research.thresholds import labelled_similarities, suggest_threshold, threshold_sweep
 
     files = [f for path in args.paths for f in locomo_files(path)]
+    if args.ablation:
+        return _eval_ablation(args, files)
     profiles = [p.strip() for p in (args.profile or "spec,hybrid").split(",") if p.strip()]
     unknown = [p for p in profiles if p not in PROFILES]
     if unknown or not profiles:
@@ -177,6 +186,45 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
         )
         _print_tables(result, args, parse_ks(args.k))
         print(f"suggested {suggestion}")
+    return 0
+
+
+def _eval_ablation(args: argparse.Namespace, files: list[Path]) -> int:
+    """``nbmemory eval locomo --ablation``: the hybrid search's signals switched off in turn."""
+    from ..research.datasets import load_locomo
+    from ..research.evaluation import evaluate_ablation, parse_ks
+
+    unused = [
+        flag
+        for flag, value in (
+            ("--profile", args.profile),
+            ("--strategies", args.strategies),
+            ("--threshold", args.threshold),
+            ("--target-recall", args.target_recall),
+        )
+        if value is not None
+    ]
+    if unused:
+        raise InvalidInput(
+            f"--ablation evaluates the hybrid profile's search with each signal switched off; "
+            f"leave out {', '.join(unused)}"
+        )
+    ks = parse_ks(args.k)
+    reranker = load_reranker(args.reranker) if args.reranker else None
+    with _memory(
+        args, ":memory:", estimate_importance=args.estimate_importance, reranker=reranker
+    ) as mem:
+        loaded = [load_locomo(f, mem) for f in files]  # embedded once, read by every row
+        result = evaluate_ablation(mem, loaded, k=ks)
+        params = result.parameters
+        print(
+            f"LoCoMo: {len(files)} conversation(s), {int(result.table['questions'].iloc[0])} "
+            f"questions; model {params['model']}; hybrid search (keyword_weight "
+            f"{params['keyword_weight']}, neighbor_weight {params['neighbor_weight']}, "
+            f"speaker_weight {params['speaker_weight']}, time_weight {params['time_weight']}), "
+            f"one signal switched off per row{_reranked(params)}"
+        )
+        _print_tables(result, args, ks)
     return 0
 
 
