@@ -108,10 +108,20 @@ def random_text(rng: np.random.Generator, words: int) -> str:
     return " ".join(VOCABULARY[r] for r in ranks)
 
 
-def fill_store(mem: Memory, vectors: np.ndarray, sessions: int = 100, chunk: int = 100_000) -> None:
-    """Insert ``len(vectors)`` memories with the given vectors in Arrow chunks."""
+def fill_store(
+    mem: Memory,
+    vectors: np.ndarray,
+    sessions: int = 100,
+    chunk: int = 100_000,
+    content: Callable[[np.random.Generator, int], str] | None = None,
+) -> None:
+    """Insert ``len(vectors)`` memories with the given vectors in Arrow chunks.
+
+    ``content(rng, i)`` writes the i-th memory's text (default: 12 Zipf words).
+    """
     settings = mem.settings
     rng = np.random.default_rng(len(vectors))
+    write = content or (lambda generator, i: random_text(generator, 12))
     for start in range(0, len(vectors), chunk):
         block = vectors[start : start + chunk]
         rows = [
@@ -119,7 +129,7 @@ def fill_store(mem: Memory, vectors: np.ndarray, sessions: int = 100, chunk: int
                 settings,
                 session_id=f"s{(start + i) % sessions}",
                 role="user" if i % 2 else "assistant",
-                content=random_text(rng, 12),
+                content=write(rng, start + i),
                 namespace=mem.namespace,
                 importance=0.9 if (start + i) % 1000 == 0 else None,
             )

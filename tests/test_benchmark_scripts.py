@@ -54,3 +54,22 @@ def test_write_benchmark_runs_and_every_row_is_embedded() -> None:
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if line.startswith("| 300 |"))
     assert len(row.split("|")) == 7  # rows, floor, nbmemory, ratio, share in flush
+
+
+def test_signals_benchmark_runs_and_the_signals_act() -> None:
+    """benchmarks/bench_signals.py at a tiny size: both tables, and the speaker signal
+    fired on the synthetic transcript (so "on" really differs from "off")."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_signals.py")]
+        + ["--sizes", "300", "--queries", "4", "--rounds", "1", "--writes", "20"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| 300 |")]
+    assert len(rows) == 2
+    latency, writes = (row.strip("|").split("|") for row in rows)
+    assert len(latency) == 6 and int(latency[5]) > 0  # speaker hits in a top 50
+    assert len(writes) == 4 and float(writes[1]) > 0 and float(writes[2]) > 0

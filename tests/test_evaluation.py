@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -11,8 +13,10 @@ from nbmemory import InvalidInput, Memory
 from nbmemory.cli import main
 from nbmemory.research.datasets import load_locomo
 from nbmemory.research.evaluation import (
+    ABLATIONS,
     STRATEGIES,
     evaluate,
+    evaluate_ablation,
     evaluate_queries,
     parse_ks,
     register_strategy,
@@ -309,3 +313,170 @@ def test_hit_and_all_at_k_and_the_table_by_category(tiny, tiny_locomo_path, caps
     assert code == 0
     for metric in ("recall@3", "hit@3", "all@3"):
         assert f"| {metric} by category | 1 multi-hop (1) |" in out
+
+
+def blind_model(texts: list[str]) -> np.ndarray:
+    """Every vector alike: cosine decides nothing, the hybrid's other signals decide."""
+    return np.ones((len(texts), 8), dtype=np.float32)
+
+
+def _turn(speaker: str, dia_id: str, text: str) -> dict[str, str]:
+    return {"speaker": speaker, "dia_id": dia_id, "text": text}
+
+
+def _question(question: str, evidence: str, category: int) -> dict[str, object]:
+    return {"question": question, "answer": "-", "evidence": [evidence], "category": category}
+
+
+SPEAKER_Q = "What did Alice say about the greyhound?"
+WHEN_Q = "When did we go hiking?"
+REPLY_Q = "Which instrument should I learn?"
+
+#: One question per signal: two turns alike but for who wrote them (D1:1, D1:2),
+#: two alike but for a weekday (D2:1, D2:2), and an answer sharing no word with
+#: the question, next to the turn that matches it (D3:2).
+SIGNALS_LOCOMO = {
+    "sample_id": "signals",
+    "conversation": {
+        "speaker_a": "Alice",
+        "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            _turn("Bob", "D1:1", "Alice adopted a greyhound"),
+            _turn("Alice", "D1:2", "Bob adopted a greyhound"),
+            _turn("Bob", "D1:3", "nice weather for a walk"),
+        ],
+        "session_2_date_time": "10:00 am on 20 May, 2023",
+        "session_2": [
+            _turn("Alice", "D2:1", "we went hiking on Sundae"),
+            _turn("Alice", "D2:2", "we went hiking on Sunday"),
+            _turn("Bob", "D2:3", "sounds fun"),
+        ],
+        "session_3_date_time": "10:00 am on 27 May, 2023",
+        "session_3": [
+            _turn("Alice", "D3:1", "which instrument should I learn"),
+            _turn("Bob", "D3:2", "mostly the cello"),
+            _turn("Alice", "D3:3", "thanks, good idea"),
+        ],
+    },
+    "qa": [
+        _question(SPEAKER_Q, "D1:2", 4),
+        _question(WHEN_Q, "D2:2", 2),
+        _question(REPLY_Q, "D3:2", 4),
+    ],
+}
+
+
+@pytest.fixture
+def signals(tmp_path):
+    path = tmp_path / "conv-signals.json"
+    path.write_text(json.dumps(SIGNALS_LOCOMO))
+    memory = Memory(":memory:", embedder=blind_model)
+    yield memory, load_locomo(path, memory), path
+    memory.close()
+
+
+def test_ablation_switches_each_signal_off_where_it_matters(signals) -> None:
+    memory, loaded, _ = signals
+    before, audit_rows = memory.settings, len(memory.audit_log())
+    result = evaluate_ablation(memory, loaded, k="1,3")
+    table = result.table
+    assert list(table.index) == list(ABLATIONS)
+    assert list(table.columns) == [
+        "recall@1", "hit@1", "recall@3", "hit@3", "Δ recall@3", "MRR", "questions",
+    ]  # fmt: skip
+    rows = result.per_query.set_index(["strategy", "question"])
+
+    def row(name: str, question: str):
+        return rows.loc[(name, question)]
+
+    full, speaker, time, neighbours, keywords, vector = ABLATIONS
+    # all signals on: the evidence first, or (the reply) second after the turn it answers
+    assert [row(full, q)["rr"] for q in (SPEAKER_Q, WHEN_Q, REPLY_Q)] == [1.0, 1.0, 0.5]
+    # each signal's row differs on its own question, and only there
+    assert row(speaker, SPEAKER_Q)["rr"] < 1.0
+    assert row(time, WHEN_Q)["rr"] < 1.0
+    assert row(neighbours, REPLY_Q)["hits@3"] == 0
+    assert row(keywords, REPLY_Q)["rr"] == 0.0
+    for name, own in ((speaker, SPEAKER_Q), (time, WHEN_Q)):
+        for question in {SPEAKER_Q, WHEN_Q, REPLY_Q} - {own}:
+            assert row(name, question)["retrieved"] == row(full, question)["retrieved"]
+    assert table.loc[full, "MRR"] > table.loc[vector, "MRR"]
+    assert table.loc[full, "Δ recall@3"] == 0.0
+    assert table.loc[neighbours, "Δ recall@3"] == pytest.approx(-1 / 3)
+    # trial settings only: the store kept its own, and nothing was audited
+    assert memory.settings == before and len(memory.audit_log()) == audit_rows
+    assert result.parameters["speaker_weight"] == 0.2 and "reranker" not in result.parameters
+    assert list(result.by_category("hit@1").index) == list(ABLATIONS)
+    custom = evaluate_ablation(memory, loaded, k=1, ablations={"bm25": ("keyword", {})})
+    assert list(custom.table.index) == ["bm25"]
+    with pytest.raises(InvalidInput, match="unknown strategy"):
+        evaluate_ablation(memory, loaded, ablations={"x": ("semantic", {})})
+    with pytest.raises(InvalidInput, match="unknown setting"):
+        evaluate_ablation(memory, loaded, ablations={"x": ("hybrid", {"speaker": 0})})
+
+
+def test_the_ablation_embeds_each_question_once(signals) -> None:
+    """Six rows read the stored vectors: nothing but the questions is embedded, each once."""
+    memory, loaded, _ = signals
+    asked: list[str] = []
+    embed = memory.embedder.embed
+
+    def counting(texts):
+        asked.extend(texts)
+        return embed(texts)
+
+    memory.embedder.embed = counting  # type: ignore[method-assign]
+    evaluate_ablation(memory, loaded, k=3)
+    assert sorted(asked) == sorted([SPEAKER_Q, WHEN_Q, REPLY_Q])
+
+
+def test_cli_eval_locomo_ablation(signals, capsys) -> None:
+    _, _, path = signals
+    base = ["eval", "locomo", str(path), "--embedder", "hash", "--k", "1,3", "--markdown"]
+    assert main([*base, "--ablation", "--by-category"]) == 0
+    out = capsys.readouterr().out
+    assert "one signal switched off per row" in out
+    for name in ABLATIONS:
+        assert f"| {name} |" in out
+    assert "| strategy | recall@1 | hit@1 | recall@3 | hit@3 | Δ recall@3 | MRR |" in out
+    assert "| hit@3 by category | 2 temporal (1) | 4 single-hop (2) | all (3) |" in out
+    assert "suggested" not in out
+    assert main([*base, "--ablation", "--strategies", "hybrid", "--profile", "spec"]) == 1
+    assert "leave out --profile, --strategies" in capsys.readouterr().err
+
+
+def test_evaluation_uses_the_memory_reranker(signals, tmp_path, monkeypatch, capsys) -> None:
+    """An oracle reranker (evidence scores 1) puts the evidence first wherever the
+    first stage found it; the CLI imports one with --reranker module:name."""
+    memory, loaded, path = signals
+    evidence = {"Bob adopted a greyhound", "we went hiking on Sunday", "mostly the cello"}
+
+    def oracle(query, texts):
+        return [float(text.split(": ", 1)[1] in evidence) for text in texts]
+
+    plain = evaluate(memory, loaded, k=3, strategies=["hybrid", "tri-hybrid"])
+    memory.reranker = oracle
+    reranked = evaluate(memory, loaded, k=3, strategies=["hybrid", "tri-hybrid"])
+    assert plain.table.loc["hybrid", "MRR"] < 1.0
+    assert reranked.table.loc["hybrid", "MRR"] == 1.0
+    assert reranked.parameters["reranker"].endswith("oracle")
+    assert "reranker" not in plain.parameters
+    (tmp_path / "my_rerankers.py").write_text(
+        "EVIDENCE = " + repr(evidence) + "\n"
+        "def oracle(query, texts):\n"
+        "    return [float(t.split(': ', 1)[1] in EVIDENCE) for t in texts]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = ["eval", "locomo", str(path), "--embedder", "hash", "--k", "3", "--markdown"]
+    assert main([*base, "--strategies", "hybrid", "--reranker", "my_rerankers:oracle"]) == 0
+    out = capsys.readouterr().out
+    assert "; reranker oracle" in out
+    assert "| hybrid | 1.000 | 0.333 | 1.000 |" in out  # recall@3, precision@3, MRR
+    for spec, message in (
+        ("my_rerankers", "--reranker takes MODULE:NAME"),
+        ("no_such_module_here:x", "cannot import no_such_module_here"),
+        ("my_rerankers:nope", "my_rerankers has no nope"),
+    ):
+        assert main([*base, "--reranker", spec]) == 1
+        assert message in capsys.readouterr().err

@@ -75,6 +75,8 @@ class Settings:
     #: hybrid: on a "when" question, a turn that places something in time scores x (1 + w)
     time_weight: float = 0.3
     hybrid_candidates: int = 50
+    #: With a reranker (``Memory(reranker=...)``): how many of the best candidates it re-scores
+    rerank_top_n: int = 20
     relevance_threshold_explicit: bool | None = field(default=None, repr=False, compare=False)
     # Vectora's state persistence: sessions, audit, injected context
     session_ttl_hours: float = 24.0
@@ -116,6 +118,7 @@ class Settings:
             "max_memory_tokens",
             "embed_batch_size",
             "max_content_bytes",
+            "rerank_top_n",
         ):
             check_limit(getattr(self, name), name, allow_zero=name.endswith("_limit"))
         for name in ("consolidation_interval_hours", "session_ttl_hours"):

@@ -16,6 +16,7 @@ from typing import Any
 
 from .config import Settings
 from .retrieval import Embedder, EmbeddingWorker, Indexes, Retriever, WorkingMemory
+from .retrieval.rerank import Reranker
 from .store import Store, Writer
 from .validation import check_name, utcnow
 
@@ -65,6 +66,7 @@ def build_core(
     namespace: str,
     actor: str,
     token_counter: Callable[[str], int],
+    reranker: Reranker | None = None,
 ) -> Core:
     """The shared core: writer, caches following the store, worker, retriever."""
     holder: list[Core] = []
@@ -103,6 +105,7 @@ def build_core(
         touch=writer.touch_session,
         dim=lambda: worker.dim if worker is not None else None,
         token_counter=token_counter,
+        reranker=reranker,
     )
     core = Core(store, writer, retriever, indexes, working, embedder, worker, settings, namespace)
     holder.append(core)

@@ -117,6 +117,13 @@ class EmbedderError(NbMemoryError):
     """The embedding model could not be loaded or failed as a whole."""
 
 
+class RerankerError(NbMemoryError):
+    """The reranker given to a Memory failed, or answered with unusable scores.
+
+    Raised by the search or context that asked it; nothing was stored.
+    """
+
+
 class ModelUnavailable(EmbedderError):
     """The model cannot be loaded (no local copy, no network, a broken folder).
 

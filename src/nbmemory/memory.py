@@ -37,6 +37,7 @@ from .retrieval import (
     estimate_tokens,
     resolve_embedder,
 )
+from .retrieval.rerank import Reranker, as_reranker
 from .state.agents_md import AgentsMd
 from .state.audit import Audit
 from .state.embeddings import Embeddings
@@ -94,6 +95,10 @@ class Memory:
     (slower; see :mod:`nbmemory.store.shared`); ``None`` reads ``$NBMEMORY_SHARED``.
     A DuckDB file of another application is refused without being changed, unless
     ``adopt=True`` asks to add nbmemory's tables beside its own.
+    ``reranker`` re-scores the best ``rerank_top_n`` (20) candidates of every
+    search and of the context's relevance: a callable ``(query, texts) -> scores``
+    or an object with fastembed's ``TextCrossEncoder`` interface (``.rerank``);
+    None (the default) keeps the first-stage order.
 
     Which search is for what:
 
@@ -122,9 +127,11 @@ class Memory:
         adopt: bool = False,
         token_counter: Callable[[str], int] = estimate_tokens,
         actor: str = "api",
+        reranker: Any = None,
         **overrides: Any,
     ) -> None:
         settings = (settings or Settings()).replace(**overrides)
+        rerank = as_reranker(reranker)
         namespace = check_name(namespace, "namespace")
         model = _embedder(embedder, settings)
         self.path = str(path) if path is not None else default_store_path()
@@ -132,7 +139,9 @@ class Memory:
         self._redactor_cache: tuple[Any, Redactor | None] | None = None
         store = open_store(self.path, read_only=read_only, shared=shared, adopt=adopt)
         store.redactor = self._redact
-        self._core = core = build_core(store, model, settings, namespace, actor, token_counter)
+        self._core = core = build_core(
+            store, model, settings, namespace, actor, token_counter, reranker=rerank
+        )
         # the parts, for those who need them (tests, research, the notebook)
         self.store: Store = core.store
         self.writer: Writer = core.writer
@@ -165,6 +174,20 @@ class Memory:
     def model_name(self) -> str:
         """Name of the embedding model; vectors of other models are never compared."""
         return self._core.model
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """What re-scores the best candidates of search and context (None: nothing).
+
+        Set it to a callable ``(query, texts) -> scores``, an object with a
+        ``.rerank(query, documents)`` method (fastembed's ``TextCrossEncoder``),
+        or None; it applies from the next call on.
+        """
+        return self._core.retriever.reranker
+
+    @reranker.setter
+    def reranker(self, value: Any) -> None:
+        self._core.retriever.reranker = as_reranker(value)
 
     @property
     def actor(self) -> str:

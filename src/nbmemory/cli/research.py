@@ -7,6 +7,7 @@ engine does the work (:mod:`nbmemory.research.evaluation`, ``Memory.import_sqlit
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,7 +39,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     locomo.add_argument(
         "--profile",
-        default="spec,hybrid",
+        default=None,
         help="retrieval profiles, comma-separated: spec (cosine relevance > 0.65) and/or hybrid "
         "(default: both; profile-dependent strategies get a row per profile)",
     )
@@ -63,6 +64,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also print recall@K, hit@K (any evidence in the top K) and all@K (all of it) "
         "per question category, K the largest cut-off",
+    )
+    locomo.add_argument(
+        "--ablation",
+        action="store_true",
+        help="instead of the strategies, the hybrid search with each of its signals switched "
+        "off in turn (speaker, time, neighbours, keywords) and plain cosine: recall@K, hit@K, MRR",
+    )
+    locomo.add_argument(
+        "--reranker",
+        metavar="MODULE:NAME",
+        default=None,
+        help="re-score the best candidates of search and context with NAME from an importable "
+        "MODULE: a callable (query, texts) -> scores, or an object with .rerank(query, "
+        "documents) such as fastembed's TextCrossEncoder",
     )
     locomo.add_argument("--markdown", action="store_true", help="print markdown tables")
     store_options(locomo, default_store="in memory, discarded")
@@ -99,15 +114,39 @@ def cmd_import_sqlite(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_reranker(spec: str) -> Any:
+    """``module:name`` -> the object ``name`` of the importable ``module`` (``--reranker``)."""
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise InvalidInput(
+            f"--reranker takes MODULE:NAME (e.g. myrerankers:cross_encoder), got {spec!r}"
+        )
+    try:
+        found: Any = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module: any failure to import it is bad input
+        raise InvalidInput(
+            f"--reranker: cannot import {module_name} ({type(exc).__name__}: {exc}); "
+            "put its folder on PYTHONPATH"
+        ) from None
+    for part in name.split("."):
+        if not hasattr(found, part):
+            raise InvalidInput(f"--reranker: {module_name} has no {name}")
+        found = getattr(found, part)
+    return found
+
+
 def cmd_eval_locomo(args: argparse.Namespace) -> int:
-    """``nbmemory eval locomo PATH...``: one table of strategies x metrics."""
+    """``nbmemory eval locomo PATH...``: one table of strategies x metrics (or, with
+    ``--ablation``, of the hybrid search's signals switched off in turn)."""
     from ..config import PROFILES
     from ..research.datasets import load_locomo, locomo_files
-    from ..research.evaluation import evaluate_profiles, frame_to_markdown, parse_ks
+    from ..research.evaluation import evaluate_profiles, parse_ks
     from ..research.thresholds import labelled_similarities, suggest_threshold, threshold_sweep
 
     files = [f for path in args.paths for f in locomo_files(path)]
-    profiles = [p.strip() for p in args.profile.split(",") if p.strip()]
+    if args.ablation:
+        return _eval_ablation(args, files)
+    profiles = [p.strip() for p in (args.profile or "spec,hybrid").split(",") if p.strip()]
     unknown = [p for p in profiles if p not in PROFILES]
     if unknown or not profiles:
         raise InvalidInput(
@@ -117,7 +156,10 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
     strategies = (
         [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
     )
-    with _memory(args, ":memory:", estimate_importance=args.estimate_importance) as mem:
+    reranker = load_reranker(args.reranker) if args.reranker else None
+    with _memory(
+        args, ":memory:", estimate_importance=args.estimate_importance, reranker=reranker
+    ) as mem:
         loaded = [load_locomo(f, mem) for f in files]
         result = evaluate_profiles(
             mem,
@@ -140,17 +182,68 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
             f"questions; model {params['model']}; profiles {params['profiles']} "
             f"({thresholds}); salience >= {params['salience_threshold']}, importance "
             f"{'estimated from the text' if args.estimate_importance else 'by role only'}"
+            f"{_reranked(params)}"
         )
-        print(result.to_markdown() if args.markdown else str(result))
-        if args.by_category:
-            top = max(parse_ks(args.k))
-            for metric in (f"recall@{top}", f"hit@{top}", f"all@{top}"):
-                table = result.by_category(metric)
-                print()
-                print(
-                    frame_to_markdown(table.reset_index())
-                    if args.markdown
-                    else table.to_string(float_format=lambda v: f"{v:.3f}")
-                )
+        _print_tables(result, args, parse_ks(args.k))
         print(f"suggested {suggestion}")
     return 0
+
+
+def _eval_ablation(args: argparse.Namespace, files: list[Path]) -> int:
+    """``nbmemory eval locomo --ablation``: the hybrid search's signals switched off in turn."""
+    from ..research.datasets import load_locomo
+    from ..research.evaluation import evaluate_ablation, parse_ks
+
+    unused = [
+        flag
+        for flag, value in (
+            ("--profile", args.profile),
+            ("--strategies", args.strategies),
+            ("--threshold", args.threshold),
+            ("--target-recall", args.target_recall),
+        )
+        if value is not None
+    ]
+    if unused:
+        raise InvalidInput(
+            f"--ablation evaluates the hybrid profile's search with each signal switched off; "
+            f"leave out {', '.join(unused)}"
+        )
+    ks = parse_ks(args.k)
+    reranker = load_reranker(args.reranker) if args.reranker else None
+    with _memory(
+        args, ":memory:", estimate_importance=args.estimate_importance, reranker=reranker
+    ) as mem:
+        loaded = [load_locomo(f, mem) for f in files]  # embedded once, read by every row
+        result = evaluate_ablation(mem, loaded, k=ks)
+        params = result.parameters
+        print(
+            f"LoCoMo: {len(files)} conversation(s), {int(result.table['questions'].iloc[0])} "
+            f"questions; model {params['model']}; hybrid search (keyword_weight "
+            f"{params['keyword_weight']}, neighbor_weight {params['neighbor_weight']}, "
+            f"speaker_weight {params['speaker_weight']}, time_weight {params['time_weight']}), "
+            f"one signal switched off per row{_reranked(params)}"
+        )
+        _print_tables(result, args, ks)
+    return 0
+
+
+def _reranked(parameters: dict[str, Any]) -> str:
+    return f"; reranker {parameters['reranker']}" if "reranker" in parameters else ""
+
+
+def _print_tables(result: Any, args: argparse.Namespace, ks: list[int]) -> None:
+    """The evaluation's table, then with ``--by-category`` recall, hit and all at the
+    largest k per question category."""
+    from ..research.evaluation import frame_to_markdown
+
+    print(result.to_markdown() if args.markdown else str(result))
+    if args.by_category:
+        for metric in (f"recall@{ks[-1]}", f"hit@{ks[-1]}", f"all@{ks[-1]}"):
+            table = result.by_category(metric)
+            print()
+            print(
+                frame_to_markdown(table.reset_index())
+                if args.markdown
+                else table.to_string(float_format=lambda v: f"{v:.3f}")
+            )

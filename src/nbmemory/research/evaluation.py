@@ -10,7 +10,10 @@ rankings) join the same table with :func:`register_strategy`::
         return [...]  # event ids, best first
 
 Questions and their relevant memories come from :class:`~nbmemory.research.datasets.LoadedConversation`
-(LoCoMo).  Nothing here imports plotly: the CLI uses it without the notebook extra.
+(LoCoMo).  :func:`evaluate_ablation` measures what each signal of the hybrid
+ranking contributes, by switching them off one at a time.  Strategies that go
+through ``search`` or ``get_context`` use the memory's reranker when it has one.
+Nothing here imports plotly: the CLI uses it without the notebook extra.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInput
+from ..retrieval.rerank import reranker_name
 from .datasets import LoadedConversation
 
 if TYPE_CHECKING:
@@ -173,11 +177,13 @@ def evaluate_queries(
     top = ks[-1]
     chosen = _chosen(strategies)
     conversations = [loaded] if isinstance(loaded, LoadedConversation) else list(loaded)
-    rows: list[dict[str, Any]] = []
-    for conv in conversations:
+    # each question asked of every strategy in turn (its vector is embedded once,
+    # then cached), the rows kept by conversation, then strategy, then question
+    by_strategy: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for index, conv in enumerate(conversations):
         queries = conv.queries()
-        for name, strategy in chosen.items():
-            for q in queries.itertuples(index=False):
+        for q in queries.itertuples(index=False):
+            for name, strategy in chosen.items():
                 relevant = set(q.relevant_ids)
                 retrieved = list(strategy(memory, conv, q.question, top))[:top]
                 row: dict[str, Any] = {
@@ -198,22 +204,31 @@ def evaluate_queries(
                 first = next((i for i, x in enumerate(retrieved) if x in relevant), None)
                 row["rr"] = 0.0 if first is None else 1.0 / (first + 1)
                 row["empty"] = not retrieved
-                rows.append(row)
-    return pd.DataFrame(rows)
+                by_strategy.setdefault((index, name), []).append(row)
+    return pd.DataFrame([row for rows in by_strategy.values() for row in rows])
 
 
-def summarize(per_query: pd.DataFrame) -> pd.DataFrame:
+def summarize(
+    per_query: pd.DataFrame, metrics: Sequence[str] = ("recall", "precision")
+) -> pd.DataFrame:
     """The strategies x metrics table: means over questions (macro), one row per strategy.
 
     ``recall@k`` is the share of a question's evidence in the top k, ``precision@k``
-    the share of the top k that is evidence (over k, as trec_eval's P@k), ``MRR``
-    the mean reciprocal rank of the first evidence turn, ``no hit`` the share of
-    questions for which the strategy returned nothing at all.
+    the share of the top k that is evidence (over k, as trec_eval's P@k), ``hit@k``
+    the share of questions with any evidence in the top k; ``metrics`` picks
+    which of them (and ``all@k``) show, for every k.  ``MRR`` is the mean
+    reciprocal rank of the first evidence turn, ``no hit`` the share of questions
+    for which the strategy returned nothing at all.
     """
     if per_query.empty:
         raise InvalidInput("no questions to evaluate (no answerable question with evidence)")
-    metric_cols = [c for c in per_query.columns if c.startswith(("recall@", "precision@"))]
-    metric_cols.sort(key=lambda c: (int(c.split("@")[1]), not c.startswith("recall")))
+    unknown = [m for m in metrics if m not in CATEGORY_METRICS]
+    if unknown:
+        raise InvalidInput(
+            f"unknown metric {', '.join(unknown)}; metrics: {', '.join(CATEGORY_METRICS)}"
+        )
+    ks = sorted({int(c.split("@")[1]) for c in per_query.columns if c.startswith("recall@")})
+    metric_cols = [f"{metric}@{cut}" for cut in ks for metric in metrics]
     order = list(dict.fromkeys(per_query["strategy"]))
     grouped = per_query.groupby("strategy", sort=False)
     table = grouped[metric_cols].mean()
@@ -316,8 +331,15 @@ def evaluate(
         "salience_threshold": s.salience_threshold,
         "profile": s.profile,
         "model": memory.model_name,
+        **_reranker_parameter(memory),
     }
     return Evaluation(summarize(per_query), per_query, parameters)
+
+
+def _reranker_parameter(memory: Memory) -> dict[str, Any]:
+    """``{"reranker": name}`` when the memory re-scores with one (else nothing)."""
+    reranker = memory.reranker
+    return {} if reranker is None else {"reranker": reranker_name(reranker)}
 
 
 class SettingsTrial:
@@ -397,8 +419,74 @@ def evaluate_profiles(
         ),
         "salience_threshold": before.salience_threshold,
         "model": memory.model_name,
+        **_reranker_parameter(memory),
     }
     return Evaluation(table.loc[order], per_query, parameters)
+
+
+#: The rows of :func:`evaluate_ablation`: name -> (strategy, the settings that
+#: differ from the hybrid profile's).  Each switches one signal of the hybrid
+#: ranking off; the last is plain cosine (``search(mode="vector")``).
+ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "hybrid (all signals)": ("hybrid", {}),
+    "without speaker (speaker_weight=0)": ("hybrid", {"speaker_weight": 0.0}),
+    "without time (time_weight=0)": ("hybrid", {"time_weight": 0.0}),
+    "without neighbours (neighbor_weight=0)": ("hybrid", {"neighbor_weight": 0.0}),
+    "without keywords (keyword_weight=0)": ("hybrid", {"keyword_weight": 0.0}),
+    "vector (cosine only)": ("relevance", {}),
+}
+
+
+def evaluate_ablation(
+    memory: Memory,
+    loaded: LoadedConversation | Sequence[LoadedConversation],
+    *,
+    k: Iterable[int] | int | str = (5, 10),
+    settings: Settings | None = None,
+    ablations: Mapping[str, tuple[str, Mapping[str, Any]]] | None = None,
+) -> Evaluation:
+    """What each signal of the hybrid search contributes: one row per signal
+    switched off (:data:`ABLATIONS`), with recall@k, hit@k, MRR and the change of
+    recall at the largest k from the first row (``Δ recall@k``).
+
+    Every row reads the same stored memories and vectors (nothing is embedded
+    again) with trial settings: the hybrid profile of ``settings`` (default: the
+    store's), with the row's changes.  The store's own settings never change.
+    ``ablations`` replaces the rows: name -> (strategy name, settings changes).
+    """
+    ks = parse_ks(k)
+    base = (settings or memory.settings).replace(profile="hybrid")
+    rows = ABLATIONS if ablations is None else ablations
+    if not rows:
+        raise InvalidInput("name at least one ablation row")
+    strategies = {
+        name: _with_settings(_chosen([strategy])[strategy], base.replace(**changes))
+        for name, (strategy, changes) in rows.items()
+    }
+    per_query = evaluate_queries(memory, loaded, k=ks, strategies=strategies)
+    table = summarize(per_query, metrics=("recall", "hit")).drop(columns="no hit")
+    top = f"recall@{ks[-1]}"
+    table.insert(table.columns.get_loc("MRR"), f"Δ {top}", table[top] - table[top].iloc[0])
+    parameters = {
+        "k": ",".join(str(x) for x in ks),
+        "profile": "hybrid",
+        **{
+            name: getattr(base, name)
+            for name in ("keyword_weight", "neighbor_weight", "speaker_weight", "time_weight")
+        },
+        "model": memory.model_name,
+        **_reranker_parameter(memory),
+    }
+    return Evaluation(table, per_query, parameters)
+
+
+def _with_settings(strategy: Strategy, settings: Settings) -> Strategy:
+    """``strategy`` asked of the memory read with ``settings`` (a :class:`SettingsTrial`)."""
+
+    def trial(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+        return strategy(cast("Memory", SettingsTrial(memory, settings)), loaded, question, k)
+
+    return trial
 
 
 def frame_to_markdown(frame: pd.DataFrame, *, digits: int = 3) -> str:

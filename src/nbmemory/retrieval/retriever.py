@@ -8,6 +8,10 @@ One dispatch for every relevance ranking:
 * ``keyword`` — BM25 from the keyword index;
 * ``hybrid`` — cosine fused with BM25 and neighbouring turns
   (:mod:`nbmemory.retrieval.hybrid`).
+
+With a reranker (:mod:`nbmemory.retrieval.rerank`), every mode's best
+``rerank_top_n`` candidates, and those of the context's relevance, are re-scored
+by it and re-ordered.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from .context import Context, merge
 from .embedders import Embedder
 from .hybrid import HybridHit, hybrid_rank
 from .indexes import Indexes
+from .rerank import Reranker, rerank_frame
 from .working_memory import WorkingMemory
 
 #: Columns of :meth:`Retriever.search`'s answer.
@@ -73,6 +78,7 @@ class Retriever:
         touch: Callable[[str, str], None] = lambda namespace, session_id: None,
         dim: Callable[[], int | None] = lambda: None,
         token_counter: Callable[[str], int] | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.store = store
         self.indexes = indexes
@@ -83,6 +89,8 @@ class Retriever:
         self._touch = touch
         self._dim = dim
         self.token_counter = token_counter
+        #: Re-scores the best candidates of search and of the context's relevance (None: off)
+        self.reranker = reranker
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @property
@@ -145,6 +153,8 @@ class Retriever:
         then tells how close the best memory came when nothing passed).
         ``session_id``, ``role``, ``kind``, ``filters`` and ``since``/``until``
         narrow the search.  ``settings`` tries other settings for this call only.
+        With a reranker, the best ``rerank_top_n`` candidates are re-ordered by
+        its score (the ``rerank_score`` column; ``score`` stays the first stage's).
         """
         s = settings or self._settings()
         limit = check_limit(limit, "limit")
@@ -157,9 +167,11 @@ class Retriever:
         start, end = date_range(since, until)
         ns = self._namespace(namespace)
         vector = self.embed_query(query)
+        reranker = self.reranker if limit else None
+        wanted = limit if reranker is None else max(limit, s.rerank_top_n)
         if mode == "vector":
             hits = self.vector_search(
-                vector, ns, limit=limit, threshold=threshold, filters=flt, since=start, until=end
+                vector, ns, limit=wanted, threshold=threshold, filters=flt, since=start, until=end
             )
             hits["score"] = hits["similarity"]
             hits["keyword_score"] = np.nan
@@ -167,11 +179,15 @@ class Retriever:
         else:
             allowed = self._allowed_ids(ns, flt, start, end)
             ranked = self.rank(
-                query, vector, ns, limit=limit, threshold=threshold, mode=mode, allowed=allowed,
+                query, vector, ns, limit=wanted, threshold=threshold, mode=mode, allowed=allowed,
                 settings=s,
             )  # fmt: skip
             hits = self.hits_frame(ranked)
-        frame = hits.reindex(columns=SEARCH_COLUMNS)
+        columns = SEARCH_COLUMNS
+        if reranker is not None:
+            hits = rerank_frame(hits, query, reranker, top_n=s.rerank_top_n, limit=limit)
+            columns = [*SEARCH_COLUMNS, "rerank_score"]
+        frame = hits.reindex(columns=columns)
         frame.attrs.update(query=query, threshold=threshold, mode=mode)
         if threshold is not None and frame.empty:
             best = self.vector_search(vector, ns, limit=1, filters=flt, since=start, until=end)
@@ -317,8 +333,10 @@ class Retriever:
         (0.8), up to ``salience_limit`` (5): in the ``hybrid`` profile those closest
         to ``query`` (see :meth:`salient`), in ``spec`` the most important; relevance: similarity to ``query`` >
         ``relevance_threshold`` (the profile's: 0.65 spec, 0.2 hybrid), up to
-        ``relevance_limit`` (5).  Deduplicated by id.  ``explain=True`` also collects
-        the near misses (candidates just under a threshold) in ``context.near_misses``.
+        ``relevance_limit`` (5), re-ordered by the reranker when there is one (its
+        best ``relevance_limit`` of the first ``rerank_top_n``).  Deduplicated by id.
+        ``explain=True`` also collects the near misses (candidates just under a
+        threshold) in ``context.near_misses``.
         """
         s = settings or self._settings()
         session_id = check_name(session_id, "session_id")
@@ -332,7 +350,6 @@ class Retriever:
             relevance_limit=relevance_limit,
             max_tokens=max_tokens,
         )
-        self._touch(ns, session_id)
         recency = (
             self.working.recent(ns, session_id, p["recency_limit"]) if p["recency_limit"] else []
         )
@@ -349,6 +366,7 @@ class Retriever:
         relevance: list[dict] = []
         if vector is not None and p["relevance_limit"]:
             relevance = self._relevant(query or "", vector, ns, s, p)
+        self._touch(ns, session_id)  # once every strategy answered: a failed call changes nothing
         budget = p.pop("max_tokens")
         context = Context(
             session_id=session_id,
@@ -394,16 +412,20 @@ class Retriever:
         self, query: str, vector: np.ndarray, namespace: str, s: Settings, p: dict[str, Any]
     ) -> list[dict]:
         limit, threshold = p["relevance_limit"], p["relevance_threshold"]
+        wanted = limit if self.reranker is None else max(limit, s.rerank_top_n)
         if s.search_mode == "hybrid":
             ranked = self.rank(
-                query, vector, namespace, limit=limit, threshold=threshold, mode="hybrid",
+                query, vector, namespace, limit=wanted, threshold=threshold, mode="hybrid",
                 strict=True, settings=s,
             )  # fmt: skip
-            records: list[dict] = self.hits_frame(ranked).to_dict(orient="records")
+            frame = self.hits_frame(ranked)
         else:
-            records = self.vector_search(
-                vector, namespace, limit=limit, threshold=threshold, strict=True
-            ).to_dict(orient="records")
+            frame = self.vector_search(
+                vector, namespace, limit=wanted, threshold=threshold, strict=True
+            )
+        if self.reranker is not None:
+            frame = rerank_frame(frame, query, self.reranker, top_n=s.rerank_top_n, limit=limit)
+        records: list[dict] = frame.to_dict(orient="records")
         return records
 
     def _near_misses(
