@@ -7,6 +7,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nbmemory import InvalidInput, Memory
 from nbmemory.retrieval.keyword_index import (
@@ -381,3 +383,70 @@ def test_keyword_churn_compacts_and_matches_a_fresh_index():
         assert index.scores(query, "ns") == pytest.approx(fresh.scores(query, "ns"))
     some = next(iter(live))
     assert index.neighbours(some) == fresh.neighbours(some)
+
+
+_TIME_PIECES = [
+    "May", "may", "MAY", "Sunday", "sunday", "yesterday", "Yesterday", "ago", "last",
+    "week", "next", "month", "this", "weekend", "past", "few days", "2023", "1999",
+    "12/05", "3/4/2024", "coming", "summer", "recently", "tonight", "Mayday", "agony",
+    "١٩٩٩", "é", "_", "-", "'", ":", " ", "  ", "\n", "the", "cat", "x2020y",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_TIME_PIECES), max_size=12).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_the_time_pre_check_never_hides_a_match(text):
+    """The cheap word/digit check before the time regex answers as the regex alone."""
+    from nbmemory.retrieval.keyword_index import _TIME_RE
+
+    assert mentions_time(text) == bool(_TIME_RE.search(text))
+
+
+def test_every_time_expression_the_regex_knows_passes_the_pre_check():
+    from nbmemory.retrieval import keyword_index as ki
+
+    periods = [
+        "week",
+        "month",
+        "year",
+        "night",
+        "weekend",
+        "summer",
+        "winter",
+        "spring",
+        "fall",
+        "autumn",
+        "time",
+    ]
+    periods += ["few days", "few weeks", "few months"]
+    phrases = [*ki._MONTHS.split("|"), *ki._DAYS.split("|")]
+    phrases += ["yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately", "weekend"]
+    phrases += [f"{w} {p}" for w in ["last", "next", "this", "past", "coming"] for p in periods]
+    for phrase in phrases:
+        for text in (phrase, f"we met {phrase}, I think", phrase.upper(), phrase.capitalize()):
+            assert mentions_time(text) == bool(ki._TIME_RE.search(text)), text
+        assert mentions_time(f"we met {phrase}, I think"), phrase
+
+
+@given(st.lists(st.sampled_from([*_TIME_PIECES, "painted", "paints", "the", "is"]), max_size=9))
+@settings(max_examples=300, deadline=None)
+def test_tokenize_stems_each_word_as_the_rule_says_cached_or_not(pieces):
+    from nbmemory.retrieval import keyword_index
+
+    def by_the_rule(text: str) -> list[str]:
+        out = []
+        for word in keyword_index._WORD_RE.findall(text.lower()):
+            if word in keyword_index._STOPWORDS:
+                continue
+            if word.isascii() and len(word) > 4:
+                for suffix in ("ing", "ed", "es", "s"):
+                    if word.endswith(suffix):
+                        word = word[: -len(suffix)]
+                        break
+            out.append(word)
+        return out
+
+    text = " ".join(pieces)
+    assert tokenize(text) == by_the_rule(text)  # cache warm from earlier examples
+    keyword_index._TERM_OF.clear()
+    assert tokenize(text) == by_the_rule(text)

@@ -154,9 +154,31 @@ _WHEN_RE = re.compile(
 )
 
 
+#: Every match of ``_TIME_RE`` holds one of these words (lower-cased) or a digit:
+#: a text with neither is not searched (the regex costs ~15 µs a text, most have none).
+_TIME_WORDS = frozenset(
+    w.lower()
+    for w in (
+        _MONTHS.split("|")
+        + _DAYS.split("|")
+        + ["yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately", "weekend"]
+        + ["last", "next", "this", "past", "coming"]
+    )
+)
+_DIGIT_RE = re.compile(r"\d")
+
+
 def mentions_time(content: str | None) -> bool:
     """Whether a turn places something in time ("yesterday", "last May", "2023")."""
-    return bool(_TIME_RE.search(content or ""))
+    text = content or ""
+    return _mentions_time(text, _WORD_RE.findall(text.lower()))
+
+
+def _mentions_time(text: str, words: list[str]) -> bool:
+    """:func:`mentions_time` of ``text`` whose lower-cased words are ``words``."""
+    if _DIGIT_RE.search(text) is None and _TIME_WORDS.isdisjoint(words):
+        return False
+    return bool(_TIME_RE.search(text))
 
 
 def asks_when(query: str) -> bool:
@@ -172,17 +194,38 @@ def tokenize(text: str) -> list[str]:
     kept as they are.  Measured on LoCoMo, this beats no stemming, and a
     heavier stemmer is a dependency for little gain.
     """
+    return _terms(_WORD_RE.findall(text.lower()))
+
+
+#: word -> its term ("" for a stop word); words repeat, stemming them once is enough.
+_TERM_OF: dict[str, str] = {}
+_TERM_CACHE_SIZE = 500_000
+
+
+def _terms(words: list[str]) -> list[str]:
+    """The terms of lower-cased ``words`` (see :func:`tokenize`)."""
     out = []
-    for word in _WORD_RE.findall(text.lower()):
-        if word in _STOPWORDS:
-            continue
-        if word.isascii() and len(word) > 4:
-            for suffix in ("ing", "ed", "es", "s"):
-                if word.endswith(suffix):
-                    word = word[: -len(suffix)]
-                    break
-        out.append(word)
+    term_of = _TERM_OF
+    for word in words:
+        term = term_of.get(word)
+        if term is None:
+            term = _term(word)
+            if len(term_of) >= _TERM_CACHE_SIZE:
+                term_of.clear()
+            term_of[word] = term
+        if term:
+            out.append(term)
     return out
+
+
+def _term(word: str) -> str:
+    if word in _STOPWORDS:
+        return ""
+    if word.isascii() and len(word) > 4:
+        for suffix in ("ing", "ed", "es", "s"):
+            if word.endswith(suffix):
+                return word[: -len(suffix)]
+    return word
 
 
 class KeywordIndex:
@@ -231,16 +274,17 @@ class KeywordIndex:
     def add(self, rows: Iterable[Sequence[Any]]) -> None:
         """Index rows of (id, namespace, session_id, content, created_at, seq)."""
         for event_id, namespace, session_id, content, created_at, seq in rows:
-            counts = Counter(tokenize(content or ""))
+            text = content or ""
+            words = _WORD_RE.findall(text.lower())
             self._add_doc(
                 event_id,
                 namespace,
                 session_id,
-                tuple(counts.items()),
+                tuple(Counter(_terms(words)).items()),
                 created_at,
                 seq,
                 speaker_of(content),
-                mentions_time(content),
+                _mentions_time(text, words),
             )
 
     def _add_doc(
