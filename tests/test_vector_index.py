@@ -236,3 +236,32 @@ def test_churn_compacts_the_index_and_keeps_answers_exact():
         got, expected = index.search(q, 10, namespace="n"), fresh.search(q, 10, namespace="n")
         assert [i for i, _ in got] == [i for i, _ in expected]  # the same rows, in order
         assert [s for _, s in got] == pytest.approx([s for _, s in expected], abs=1e-6)
+
+
+def _memory_limit(mem: Memory) -> str:
+    return mem.store.fetchone("SELECT current_setting('memory_limit')")[0]
+
+
+def test_building_the_index_leaves_duckdbs_memory_limit_as_it_was(store_path):
+    """The build lowers DuckDB's cache for its one big scan, and puts the limit back:
+    neither drifting (DuckDB shows it rounded down) nor dropping the user's own."""
+    with Memory(store_path, embedder=RandomEmbedder()) as mem:
+        mem.add_events([{"session_id": "s", "role": "user", "content": f"t{i}"} for i in range(30)])
+        mem.flush()
+        index = mem.indexes.vectors(mem.model_name)
+        before = _memory_limit(mem)
+        for _ in range(4):
+            rebuilds = index.rebuilds
+            mem.store.mark_stale()
+            mem.search("t1", limit=3, mode="vector")
+            assert index.rebuilds == rebuilds + 1
+            assert _memory_limit(mem) == before
+        mem.store.execute("SET memory_limit = '3GB'")
+        mine, shown = _memory_limit(mem), set()
+        for _ in range(3):
+            mem.store.mark_stale()
+            mem.search("t1", limit=3, mode="vector")
+            shown.add(_memory_limit(mem))
+        # the user's limit is kept, within the tenth DuckDB rounds it to, and stays put
+        assert len(shown) == 1
+        assert abs(float(shown.pop().split()[0]) - float(mine.split()[0])) <= 0.1 + 1e-9

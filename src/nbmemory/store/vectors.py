@@ -69,7 +69,10 @@ class EventVectors(TableObject):
         (the store's lock is held until then).
         """
         yield from self.store.stream(
-            "SELECT id, namespace, embedding FROM event_vectors WHERE model = ?", [model], rows
+            "SELECT id, namespace, embedding FROM event_vectors WHERE model = ?",
+            [model],
+            rows,
+            lean=True,
         )
 
     def embedded_frame(self, namespace: str, model: str, columns: Sequence[str]) -> pd.DataFrame:
