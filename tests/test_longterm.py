@@ -330,6 +330,31 @@ def test_generate_embedding_for_memory_messages(store_path):
             m.generate_embedding_for_memory(7)
 
 
+class _Named:
+    """An embedder with a given name (a model), every vector alike."""
+
+    def __init__(self, name: str, value: float) -> None:
+        self.name, self.value, self.dim = name, value, 8
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.full((len(texts), 8), self.value, dtype=np.float32)
+
+
+def test_generate_embedding_replaces_another_models_vector(store_path):
+    with Memory(store_path, embedder=_Named("test/model-a", 1.0)) as m:
+        memory = m.add_memory("written under model a")
+        m.flush()
+    with Memory(store_path, embedder=_Named("test/model-b", 2.0)) as m:
+        result = m.generate_embedding_for_memory(memory.id)
+        assert result["success"] is True and result["embedding"] == [2.0] * 8
+        stored = m.store.fetchall(
+            "SELECT model, embedding FROM event_vectors WHERE id = ?", [memory.id]
+        )
+        assert [(model, list(vector)) for model, vector in stored] == [("test/model-b", [2.0] * 8)]
+        hits = m.search_memories_by_similarity("anything", similarity_threshold=0.5)
+        assert list(hits["id"]) == [memory.id]
+
+
 def test_clear_memories_counts_and_respects_filters(mem):
     _scoped(mem)
     mem.add_memory("other namespace", namespace="b")

@@ -330,7 +330,13 @@ class Memories:
             if vectors.shape[0] != 1 or not np.isfinite(vectors).all() or not vectors.any():
                 raise ValueError(f"unusable vector of shape {vectors.shape}")
             with self.core.writer.transaction() as tx:
-                tx.vectors.write_vectors([id], vectors, self.core.model, [record["content"]])
+                if record["has_embedding"]:  # another model's vector: replaced
+                    tx.vectors.forget([id])
+                written = tx.vectors.write_vectors(
+                    [id], vectors, self.core.model, [record["content"]]
+                )
+                if not written:
+                    raise ValueError("the memory's text changed while it was embedded")
                 tx.audit("generate_embedding", [id], ns, {"model": self.core.model})
         except Exception as exc:
             return {

@@ -180,6 +180,18 @@ class EventVectors(TableObject):
         if group.ids:
             self._insert_arrow(vector_rows(group))
 
+    def forget(self, ids: Sequence[str]) -> None:
+        """Take these events' vectors away (the events then wait for a new one)."""
+        self._write()
+        if not ids:
+            return
+        self.store.run(
+            "UPDATE events SET embedding_model = NULL WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+            [list(ids)],
+        )
+        self.drop(ids)
+        self.store.changed(Change(unvectored=list(ids)))
+
     def drop(self, ids: Sequence[str]) -> None:
         """Forget the stored vectors of these events (every model)."""
         self._write()
