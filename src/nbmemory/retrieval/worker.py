@@ -54,7 +54,7 @@ class EmbeddingWorker:
         batch_size: int = 64,
         dim: int | None = None,
         linger: float = 0.05,
-        write_rows: int = 4096,
+        write_rows: int = 16384,
         hold: float = 0.5,
     ) -> None:
         self.embedder = embedder
