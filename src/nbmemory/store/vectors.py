@@ -81,10 +81,9 @@ class EventVectors(TableObject):
         if unknown:
             raise ValueError(f"unknown columns {unknown}")
         frame: pd.DataFrame = self.store.run(
-            f"SELECT {', '.join('e.' + c for c in columns)}, v.embedding"
-            " FROM events e JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model"
-            " WHERE e.namespace = ? AND e.embedding_model = ? ORDER BY e.created_at, e.id",
-            [namespace, model],
+            f"SELECT {', '.join(columns)}, embedding FROM ({_WITH_VECTOR})"
+            " WHERE namespace = ? ORDER BY created_at, id",
+            [model, namespace],
             "df",
         )
         return frame
