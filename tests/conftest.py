@@ -18,7 +18,12 @@ from nbmemory.config import ENV_MODEL_PATH
 from nbmemory.research.datasets import ENV_LOCOMO_PATH
 
 #: Fixtures that need the real model or the LoCoMo data, and the marker that says so.
-_MARKERS = {"model_path": "real_model", "real_embedder": "real_model", "locomo_dir": "locomo"}
+_MARKERS = {
+    "model_path": "real_model",
+    "real_embedder": "real_model",
+    "locomo_dir": "locomo",
+    "lake_url": "lake",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -68,6 +73,41 @@ def real_embedder(model_path: str):
     embedder = FastEmbedEmbedder(model_path=model_path)
     embedder.embed(["warm up"])
     return embedder
+
+
+@pytest.fixture(scope="session")
+def lake_catalog() -> str:
+    """The PostgreSQL the lake tests use (``$NBMEMORY_LAKE_PG``; ``.ci/run`` starts one)
+    and a DuckDB that can load the ducklake extension (``.venv-lake``)."""
+    required = bool(os.environ.get("NBMEMORY_LAKE_REQUIRED"))
+    catalog = os.environ.get("NBMEMORY_LAKE_PG")
+    if not catalog:
+        if required:
+            pytest.fail("the lake tests need NBMEMORY_LAKE_PG (a libpq connection string)")
+        pytest.skip("no PostgreSQL for the lake: set NBMEMORY_LAKE_PG (bash .ci/run does)")
+    from nbmemory.store.lake import extensions
+
+    con = extensions.connect()
+    try:
+        extensions.load(con, "postgres")
+    except Exception as exc:
+        if required:
+            pytest.fail(f"the lake tests cannot load DuckDB's extensions: {exc}")
+        pytest.skip(f"DuckLake is not loadable here ({exc})")
+    finally:
+        con.close()
+    return catalog
+
+
+@pytest.fixture
+def lake_url(lake_catalog: str, tmp_path: Path) -> str:
+    """A new, empty lake: its own catalog schema in the test PostgreSQL, its own data path."""
+    import uuid
+
+    schema = "t_" + uuid.uuid4().hex[:16]
+    return (
+        f"ducklake:postgres:{lake_catalog} metadata_schema={schema} data_path={tmp_path / 'lake'}"
+    )
 
 
 @pytest.fixture

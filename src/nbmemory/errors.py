@@ -45,6 +45,16 @@ class DiskFull(StoreError):
         self.path = path
 
 
+class WriteConflict(StoreError):
+    """Another writer of a lake changed the same table at once; nothing was stored.
+
+    ``Memory`` runs such a call again by itself (a few times, with a pause); the
+    error reaches the caller only when the conflicts go on.
+    """
+
+    retryable = True
+
+
 class StoreDamaged(StoreError):
     """The store file is truncated or corrupt."""
 

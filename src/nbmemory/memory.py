@@ -14,13 +14,15 @@ import atexit
 import contextlib
 import datetime as dt
 import functools
+import random
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .config import DEFAULT_MODEL, DEFAULT_NAMESPACE, Settings, default_store_path
 from .core import build_core
-from .errors import InvalidInput
+from .errors import InvalidInput, WriteConflict
 from .longterm.consolidation import Consolidation, Consolidator
 from .longterm.facts import Facts
 from .longterm.macros import Macros
@@ -49,6 +51,8 @@ from .store import Store, Writer, open_store
 from .validation import check_name, check_unit_interval
 
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
+#: Times a call that met another lake writer's commit is run in all.
+CONFLICT_RETRIES = 8
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,9 +72,18 @@ def _delegate(
     @functools.wraps(method)
     def delegator(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
         self._check_open()
-        with self.store.turn() if one_turn else contextlib.nullcontext():
-            result: R = getattr(getattr(self, component), name)(*args, **kwargs)
-        return result
+        for attempt in range(CONFLICT_RETRIES):
+            committed = self.store.begin_call()
+            try:
+                with self.store.turn() if one_turn else contextlib.nullcontext():
+                    result: R = getattr(getattr(self, component), name)(*args, **kwargs)
+                return result
+            except WriteConflict:
+                # a lake writer met another at once: run the call again, if nothing of it stuck
+                if attempt == CONFLICT_RETRIES - 1 or self.store.begin_call() != committed:
+                    raise
+                time.sleep(random.uniform(0, 0.02 * 2**attempt))  # back off, not synchronise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     return delegator
 
@@ -128,6 +141,8 @@ class Memory:
         token_counter: Callable[[str], int] = estimate_tokens,
         actor: str = "api",
         reranker: Any = None,
+        data_path: str | None = None,
+        snapshot: int | None = None,
         **overrides: Any,
     ) -> None:
         settings = (settings or Settings()).replace(**overrides)
@@ -137,7 +152,14 @@ class Memory:
         self.path = str(path) if path is not None else default_store_path()
         self._closed = False
         self._redactor_cache: tuple[Any, Redactor | None] | None = None
-        store = open_store(self.path, read_only=read_only, shared=shared, adopt=adopt)
+        store = open_store(
+            self.path,
+            read_only=read_only,
+            shared=shared,
+            adopt=adopt,
+            data_path=data_path,
+            snapshot=snapshot,
+        )
         store.redactor = self._redact
         self._core = core = build_core(
             store, model, settings, namespace, actor, token_counter, reranker=rerank

@@ -66,6 +66,10 @@ class Indexes:
                 batch = batch.filter(keep)
                 lists = batch.column(2)
             block = lists.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
+            if filled + len(block) > len(matrix):  # another writer added rows since shape()
+                grown = np.empty((max(2 * len(matrix), filled + len(block)), dim), np.float32)
+                grown[:filled] = matrix[:filled]
+                matrix = grown
             matrix[filled : filled + len(block)] = normalise_rows(block)
             filled += len(block)
             ids += batch.column(0).to_pylist()

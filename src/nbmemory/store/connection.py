@@ -36,7 +36,7 @@ from . import files, migrations
 from .audit import AuditTable, MetaTable
 from .changes import Change, Listener
 from .events import EventsTable
-from .facts import FactsTable
+from .facts import FactsTable, advance_sequence
 from .macros import MacrosTable
 from .sessions import SessionsTable
 from .tasks import PrefixesTable, TasksTable
@@ -57,6 +57,11 @@ Params = Sequence[Any] | dict[str, Any] | None
 
 class Store:
     """One open DuckDB file (or ``:memory:``) with nbmemory's schema."""
+
+    #: Where the rows live: ``"file"`` (a DuckDB file) or ``"ducklake"`` (:mod:`.lake`).
+    backend = "file"
+    #: The table object of ``event_vectors`` (a lake keeps vector state apart from rows).
+    vectors_class: type[EventVectors] = EventVectors
 
     def __init__(
         self, path: str | os.PathLike[str], *, read_only: bool = False, adopt: bool = False
@@ -80,7 +85,7 @@ class Store:
         self._reopen = False
         self._pending: Change | None = None
         self.events = EventsTable(self)
-        self.vectors = EventVectors(self)
+        self.vectors = self.vectors_class(self)
         self.facts = FactsTable(self)
         self.macros = MacrosTable(self)
         self.tasks = TasksTable(self)
@@ -90,14 +95,27 @@ class Store:
         self.meta = MetaTable(self)
         self.con: duckdb.DuckDBPyConnection | None = self._connect()
         try:
-            files.check_blocks(self.con, self.path)
-            if read_only:
-                migrations.check_readable(self)
-            else:
-                migrations.migrate(self, adopt=adopt)
+            self._open_schema(read_only=read_only, adopt=adopt)
         except BaseException:
             self.close()  # a refused file is let go at once
             raise
+
+    def _open_schema(self, *, read_only: bool, adopt: bool) -> None:
+        """Check the file is ours and bring its tables up to this version."""
+        assert self.con is not None
+        files.check_blocks(self.con, self.path)
+        if read_only:
+            migrations.check_readable(self)
+        else:
+            migrations.migrate(self, adopt=adopt)
+
+    def advance_ids(self, sequence: str, at_least: int) -> None:
+        """Move ``sequence`` past ``at_least`` so later inserts never reuse an imported id."""
+        advance_sequence(self, sequence, at_least)
+
+    def begin_call(self) -> int:
+        """How many transactions committed so far (a lake retries a call that made none)."""
+        return 0
 
     # -- connection -------------------------------------------------------------------
     def _connect(self) -> duckdb.DuckDBPyConnection:

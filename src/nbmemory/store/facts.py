@@ -181,7 +181,7 @@ class FactsTable(TableObject):
         """Bulk insert with ids (an import); the id sequence moves past them."""
         count = super().insert_rows(rows)
         if rows:
-            advance_sequence(self.store, "facts_id_seq", max(int(r["id"]) for r in rows))
+            self.store.advance_ids("facts_id_seq", max(int(r["id"]) for r in rows))
         return count
 
 

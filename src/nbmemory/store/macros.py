@@ -8,7 +8,6 @@ from typing import Any
 
 import pandas as pd
 
-from .facts import advance_sequence
 from .schema import MACROS
 from .table import TableObject
 
@@ -163,5 +162,5 @@ class MacrosTable(TableObject):
         """Bulk insert with ids (an import); the id sequence moves past them."""
         count = super().insert_rows(rows)
         if rows:
-            advance_sequence(self.store, "macros_id_seq", max(int(r["id"]) for r in rows))
+            self.store.advance_ids("macros_id_seq", max(int(r["id"]) for r in rows))
         return count

@@ -154,12 +154,7 @@ class EventVectors(TableObject):
             {"id": pa.array(list(ids), pa.string()), "content": pa.array(list(texts), pa.string())}
         )
         with self.store.registered("_nbmemory_vectors", data) as view:
-            written = self.store.run(
-                "UPDATE events SET embedding_model = ?, embedding_error = NULL"
-                f" FROM {view} v WHERE events.id = v.id AND events.content = v.content"
-                " AND events.embedding_model IS NULL RETURNING events.id, events.namespace",
-                [model],
-            )
+            written = self._mark(view, model)
         if not written:
             return []
         row_of = {event_id: i for i, event_id in enumerate(ids)}
@@ -172,6 +167,17 @@ class EventVectors(TableObject):
         self.append(group)
         self.store.changed(Change(vectors=[group]))
         return group.ids
+
+    def _mark(self, view: str, model: str) -> list[tuple[str, str]]:
+        """Mark the events of ``view`` (id, content) that still hold that text and have
+        no vector as embedded by ``model``; returns their (id, namespace)."""
+        rows: list[tuple[str, str]] = self.store.run(
+            "UPDATE events SET embedding_model = ?, embedding_error = NULL"
+            f" FROM {view} v WHERE events.id = v.id AND events.content = v.content"
+            " AND events.embedding_model IS NULL RETURNING events.id, events.namespace",
+            [model],
+        )
+        return rows
 
     def append(self, group: Vectors) -> None:
         """Append the vectors of ``group`` (their events marked by the caller)."""

@@ -1,0 +1,16 @@
+"""The store on DuckLake: one memory shared by many processes and hosts.
+
+* :mod:`.url` — the ``ducklake:`` address and its data path;
+* :mod:`.extensions` — DuckDB's ``ducklake``/``postgres`` extensions, loaded privately;
+* :mod:`.tables` — the lake's tables, made from the file's declarations;
+* :mod:`.statements` — our statements without ``RETURNING`` and ``ON CONFLICT``;
+* :mod:`.vectors` — vectors appended, never marked on the event row;
+* :mod:`.store` — :class:`LakeStore`: connection, ids, conflicts, the change feed.
+"""
+
+from __future__ import annotations
+
+from .store import LakeStore
+from .url import LakeUrl, is_lake_url, parse_lake_url
+
+__all__ = ["LakeStore", "LakeUrl", "is_lake_url", "parse_lake_url"]

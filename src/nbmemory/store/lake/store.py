@@ -1,0 +1,412 @@
+""":class:`LakeStore`: the store on DuckLake: many processes, on many hosts, at once.
+
+One in-memory DuckDB per process attaches the lake (catalog in PostgreSQL, data
+as Parquet under a shared path) and uses it as its default database, so the
+table objects' SQL runs unchanged, with these differences, all kept here:
+
+* **Append-only where writers meet.**  DuckLake commits optimistically and
+  treats an update or delete of a table as conflicting with any concurrent
+  insert into it.  So nothing that every writer does updates a shared table:
+  events and their vectors are only appended; an event's vector model is read
+  from ``event_vectors`` through a view named ``events`` (:data:`EVENTS_VIEW`)
+  instead of being written on the row.  Rarer changes (a text edited, a fact
+  upserted, a session closed) are updates; if another writer touched the same
+  table meanwhile the commit fails with :class:`~nbmemory.errors.WriteConflict`,
+  and ``Memory`` runs the call again.
+* **No keys, sequences or RETURNING** in DuckLake: :mod:`.statements` runs our
+  statements without them; ids come from :meth:`LakeStore.next_seq` and a counter.
+* **Other processes' writes** arrive through the lake's change feed:
+  :meth:`LakeStore.refresh` (called before every search and context read) asks
+  the catalog for snapshots made since the last one it saw by other writers and
+  announces exactly those rows to the caches — never a reload of the table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import duckdb
+import numpy as np
+
+try:
+    from duckdb.sqltypes import BIGINT
+except ImportError:  # pragma: no cover - DuckDB before 1.4
+    from duckdb.typing import BIGINT  # type: ignore[no-redef]
+
+from ...errors import StoreError, WriteConflict
+from ..changes import Change, Vectors
+from ..connection import Params, Store
+from ..migrations import FORMAT, SCHEMA_VERSION
+from ..schema import READ_COLUMNS
+from . import extensions, statements, tables
+from .url import LakeUrl, parse_lake_url
+from .vectors import LakeEventVectors
+
+#: The name the lake is attached under in each process's DuckDB.
+LAKE = "lake"
+#: ``events`` as the table objects read it: each row with the model of its vector.
+EVENTS_VIEW = (
+    f"CREATE OR REPLACE TEMP VIEW events AS SELECT e.* REPLACE (v.model AS embedding_model)"
+    f" FROM {LAKE}.main.events e LEFT JOIN (SELECT id, min(model) AS model"
+    f" FROM {LAKE}.main.event_vectors GROUP BY id) v ON v.id = e.id"
+)
+#: DuckLake's own retry of a commit that lost the race for the next snapshot.
+RETRY_WAIT_MS = 5
+MAX_COMMIT_RETRIES = 100
+#: Ids handed out per claim on the ``small_ids`` counter (facts and macros).
+SMALL_ID_BLOCK = 64
+
+
+class LakeStore(Store):
+    """A :class:`~nbmemory.store.Store` on a DuckLake catalog and data path."""
+
+    backend = "ducklake"
+    vectors_class = LakeEventVectors
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        data_path: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
+        adopt: bool = False,
+        snapshot: int | None = None,
+    ) -> None:
+        self.address: LakeUrl = parse_lake_url(url, data_path)
+        #: Read the lake as it was at this snapshot (time travel; read-only).
+        self.snapshot = snapshot
+        #: Marks this process's commits in the lake's snapshots (and so in its feed).
+        self.author = f"nbmemory:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        #: Snapshots of other writers seen so far through the change feed.
+        self.foreign_snapshots = 0
+        self._seen: int | None = None
+        self._seq_lock = threading.Lock()
+        self._seq_last = 0
+        self._seq_salt = random.getrandbits(12)
+        self._small_ids: list[int] = []
+        self._commits_in_call = 0
+        super().__init__(self.address.shown, read_only=read_only or snapshot is not None)
+
+    # -- connection ------------------------------------------------------------------
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        con = extensions.connect()
+        try:
+            extensions.load(con, self.address.catalog)
+            con.create_function("nbm_seq", self.next_seq, [], BIGINT, side_effects=True)
+            # Two commits racing for the next snapshot: DuckLake retries the loser after
+            # ducklake_retry_wait_ms (100 ms by default, growing 1.5x); a commit
+            # takes ~10-20 ms here, so a short, jittered wait keeps writers flowing.
+            con.execute(f"SET ducklake_retry_wait_ms = {RETRY_WAIT_MS}")
+            con.execute(f"SET ducklake_max_retry_count = {MAX_COMMIT_RETRIES}")
+            options = []
+            if self.address.data_path:
+                options.append(f"DATA_PATH {_literal(self.address.data_path)}")
+            if self.address.metadata_schema:
+                options.append(f"METADATA_SCHEMA {_literal(self.address.metadata_schema)}")
+            if self.read_only:
+                options.append("READ_ONLY")
+            if self.snapshot is not None:
+                options.append(f"SNAPSHOT_VERSION {int(self.snapshot)}")
+            con.execute(
+                f"ATTACH {_literal(self.address.attach)} AS {LAKE}"
+                + (f" ({', '.join(options)})" if options else "")
+            )
+            con.execute(f"USE {LAKE}")
+        except duckdb.Error as exc:
+            with contextlib.suppress(duckdb.Error):
+                con.close()
+            raise _translate(exc, self.address) from None
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                con.close()
+            raise
+        present = con.execute(
+            "SELECT count(*) FROM information_schema.tables"
+            " WHERE table_catalog = ? AND table_schema = 'main' AND table_name = 'events'",
+            [LAKE],
+        ).fetchall()[0][0]
+        if present:
+            con.execute(EVENTS_VIEW)
+        return con
+
+    def _open_schema(self, *, read_only: bool, adopt: bool) -> None:
+        for attempt in range(5):
+            present = set(self.tables())
+            if present:
+                break
+            if read_only:
+                raise StoreError(
+                    f"the lake {self.path} holds no nbmemory store yet; nothing to read"
+                )
+            try:
+                with self.transaction():
+                    for sql, params in tables.create_statements():
+                        Store.run(self, sql, params)
+                self._cursor().execute(EVENTS_VIEW)
+                return
+            except (WriteConflict, duckdb.TransactionException):
+                time.sleep(0.05 * (attempt + 1) * random.random())  # another process made it
+        if "nbmemory_meta" not in present:
+            raise StoreError(
+                f"the lake {self.path} belongs to another application (tables: "
+                f"{', '.join(sorted(present)[:6])}); nothing was changed. Use another catalog "
+                "database or another METADATA schema for nbmemory"
+            )
+        version = self.schema_version()
+        if self.meta.get("format") != FORMAT or version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the lake {self.path} was written by a newer nbmemory (schema version "
+                f"{version}; this one reads {SCHEMA_VERSION}); nothing was changed. "
+                "Upgrade nbmemory (pip install -U nbmemory)"
+            )
+
+    def tables(self) -> list[str]:
+        rows = Store.run(
+            self,
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_catalog = ? AND table_schema = 'main'",
+            [LAKE],
+        )
+        return [row[0] for row in rows]
+
+    def table_exists(self, name: str) -> bool:
+        return name in self.tables()
+
+    # -- ids ---------------------------------------------------------------------------
+    def next_seq(self) -> int:
+        """A BIGINT that grows with time in this process: ``events.seq`` and audit ids.
+
+        Microseconds since the epoch, shifted left 12 bits, plus this process's
+        random salt; two processes collide only in the same microsecond with the
+        same salt (1 in 4096), and then only tie on ordering.
+        """
+        with self._seq_lock:
+            value = max(self._seq_last + 1, (time.time_ns() // 1000 << 12) | self._seq_salt)
+            self._seq_last = value
+            return value
+
+    def small_id(self) -> int:
+        """A new ``facts``/``macros`` id, unique across every writer of the lake.
+
+        Claimed in blocks from the ``small_ids`` counter by a side connection in a
+        transaction of its own: two processes claiming at once conflict, and the
+        loser claims again.
+        """
+        with self._lock:
+            if not self._small_ids:
+                self._small_ids = self._claim("small_ids", SMALL_ID_BLOCK)
+            return self._small_ids.pop(0)
+
+    def _claim(self, counter: str, count: int, at_least: int = 0) -> list[int]:
+        side = self._cursor().cursor()
+        try:
+            for attempt in range(50):
+                try:
+                    side.execute("BEGIN TRANSACTION")
+                    side.execute(
+                        f"UPDATE {LAKE}.main.nbmemory_counters SET value = greatest(value, ?) + ?"
+                        " WHERE name = ?",
+                        [int(at_least), int(count), counter],
+                    )
+                    end = int(
+                        side.execute(
+                            f"SELECT value FROM {LAKE}.main.nbmemory_counters WHERE name = ?",
+                            [counter],
+                        ).fetchall()[0][0]
+                    )
+                    side.execute("COMMIT")
+                    return list(range(end - count + 1, end + 1))
+                except duckdb.TransactionException:
+                    with contextlib.suppress(duckdb.Error):
+                        side.execute("ROLLBACK")
+                    time.sleep(0.01 * (attempt + 1) * random.random())
+            raise WriteConflict(f"could not claim ids on the lake {self.path}; call again")
+        finally:
+            side.close()
+
+    def advance_ids(self, sequence: str, at_least: int) -> None:
+        """Later ids of facts/macros stay above ``at_least`` (after an import with ids)."""
+        self._claim("small_ids", 0, at_least)
+        self._small_ids = [i for i in self._small_ids if i > at_least]
+
+    # -- statements and transactions ------------------------------------------------------
+    def run(self, sql: str, params: Params = None, fetch: str = "rows") -> Any:
+        if not statements.needs_translation(sql):
+            return super().run(sql, params, fetch)
+        with self.transaction():
+            translated = statements.Translated(
+                lambda s, p: Store.run(self, s, p), LAKE, self.small_id, self.next_seq
+            )
+            rows = statements.run(translated, sql, list(params or []))
+        if fetch == "rows":
+            return rows
+        raise StoreError(f"internal: a lake write cannot be fetched as {fetch}")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Change]:
+        with super().transaction() as change:
+            if self._pending is change and not getattr(self, "_labelled", False):
+                self._labelled = True
+                self._cursor().execute(
+                    f"CALL {LAKE}.set_commit_message(?, ?)", [self.author, "nbmemory"]
+                )
+            yield change
+
+    def _end_transaction(self, verb: str) -> Change:
+        self._labelled = False
+        try:
+            pending = super()._end_transaction(verb)
+        except duckdb.TransactionException as exc:
+            if "conflict" in str(exc).lower():
+                raise WriteConflict(
+                    f"another writer changed the same table of the lake {self.path} at once;"
+                    " nothing of this call was stored: call again"
+                ) from None
+            raise
+        if verb == "COMMIT":
+            self._commits_in_call += 1
+        return pending
+
+    def rewrite(self) -> None:
+        """A lake forgets freed data with ``nbmemory lake expire``, not by rewriting a file."""
+
+    # -- the change feed ----------------------------------------------------------------
+    def current_snapshot(self) -> int:
+        return int(Store.run(self, f"SELECT id FROM {LAKE}.current_snapshot()")[0][0])
+
+    def refresh(self) -> None:
+        """Bring the caches up to date with what other writers committed since last time.
+
+        One catalog round trip when nothing changed; otherwise the rows of the
+        snapshots other writers made, read from ``ducklake_table_changes``.
+        """
+        if self.closed or self.in_transaction or self.snapshot is not None:
+            return
+        with self._lock:
+            now = self.current_snapshot()
+            if self._seen is None or now <= self._seen:
+                self._seen = now if self._seen is None else max(self._seen, now)
+                return
+            first = self._seen + 1
+            foreign = {
+                int(r[0])
+                for r in Store.run(
+                    self,
+                    f"SELECT snapshot_id FROM {LAKE}.snapshots() WHERE snapshot_id BETWEEN ? AND ?"
+                    " AND coalesce(author, '') <> ?",
+                    [first, now, self.author],
+                )
+            }
+            self._seen = now
+            if foreign:
+                self.foreign_snapshots += len(foreign)
+                self._announce(self._changes(first, now, foreign))
+
+    def _changes(self, first: int, last: int, foreign: set[int]) -> Change:
+        change = Change()
+        wanted = sorted(foreign)
+        rows = self._feed("events", first, last, wanted, READ_COLUMNS + ("seq",))
+        before: dict[str, Any] = {}
+        for kind, record in rows:
+            if kind == "insert":
+                change.added.append(record)
+            elif kind == "delete":
+                change.deleted.append(record["id"])
+            elif kind == "update_preimage":
+                before[record["id"]] = record["content"]
+            elif kind == "update_postimage":
+                if before.get(record["id"]) != record["content"]:
+                    change.retexted.append(
+                        tuple(
+                            record[c]
+                            for c in ("id", "namespace", "session_id", "content", "created_at")
+                        )
+                        + (record["seq"],)
+                    )
+                else:
+                    change.updated.append(record["id"])
+        change.added.sort(key=lambda r: (r["created_at"], r["seq"]))
+        change.bulk = len(change.added) > 1000
+        by_model: dict[str, list[dict[str, Any]]] = {}
+        for kind, record in self._feed(
+            "event_vectors", first, last, wanted, ("id", "namespace", "model", "embedding")
+        ):
+            if kind == "insert":
+                by_model.setdefault(record["model"], []).append(record)
+            elif kind == "delete":
+                change.unvectored.append(record["id"])
+        for model, records in by_model.items():
+            change.vectors.append(
+                Vectors(
+                    model,
+                    [r["id"] for r in records],
+                    [r["namespace"] for r in records],
+                    np.asarray([r["embedding"] for r in records], dtype=np.float32),
+                )
+            )
+        for kind, record in self._feed(
+            "sessions", first, last, wanted, ("namespace", "session_id", "status", "last_activity")
+        ):
+            key = (record["namespace"], record["session_id"])
+            if kind in ("insert", "update_postimage") and record["status"] == "active":
+                change.sessions_inactive.discard(key)
+                change.sessions_active[key] = record["last_activity"]
+            elif kind in ("delete", "update_postimage"):
+                change.sessions_active.pop(key, None)
+                change.sessions_inactive.add(key)
+        return change
+
+    def _feed(
+        self, table: str, first: int, last: int, snapshots: list[int], columns: Sequence[str]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        rows = Store.run(
+            self,
+            f"SELECT change_type, {', '.join(columns)} FROM ducklake_table_changes(?, 'main', ?, ?, ?)"
+            " WHERE snapshot_id IN (SELECT unnest(?::BIGINT[])) ORDER BY snapshot_id, rowid",
+            [LAKE, table, first, last, snapshots],
+            "records",
+        )
+        return [(r.pop("change_type"), r) for r in rows]
+
+    # -- calls -------------------------------------------------------------------------
+    def begin_call(self) -> int:
+        """Commits made so far (``Memory`` retries a call that conflicted before any)."""
+        return self._commits_in_call
+
+
+def _literal(text: str) -> str:
+    """A SQL string literal (ATTACH takes no parameters)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _translate(exc: duckdb.Error, address: LakeUrl) -> StoreError:
+    """DuckDB's error on attaching a lake as one line that says what to fix."""
+    text = str(exc)
+    low = text.lower()
+    first = text.strip().splitlines()[0][:160] if text.strip() else type(exc).__name__
+    if "password authentication failed" in low or "no password supplied" in low:
+        return StoreError(
+            f"the lake's catalog refused the login ({address.shown}): check user and "
+            "password (password=... in the address, or $PGPASSWORD)"
+        )
+    if "connection refused" in low or "could not connect" in low or "timeout" in low:
+        return StoreError(
+            f"cannot reach the lake's catalog ({address.shown}): is PostgreSQL running and "
+            "listening there? "
+            f"({first})"
+        )
+    if "does not exist" in low and "database" in low:
+        return StoreError(
+            f"the catalog database of {address.shown} does not exist: create it "
+            "(createdb) or name another one"
+        )
+    if "data_path" in low or "data path" in low:
+        return StoreError(f"the lake's data path cannot be used ({first}); check data_path")
+    return StoreError(f"cannot open the lake {address.shown}: {first}")

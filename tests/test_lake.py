@@ -1,0 +1,184 @@
+"""The store on DuckLake (catalog in PostgreSQL): the same Memory, many processes at once.
+
+Run by ``.ci/run`` in ``.venv-lake`` (duckdb 1.5.5, whose ducklake and postgres
+extensions exist as wheels) against a PostgreSQL it starts on 127.0.0.1;
+elsewhere these tests skip unless ``$NBMEMORY_LAKE_PG`` names a server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from child_process import expect, spawn
+
+from nbmemory import Memory
+from nbmemory.store.lake import LakeStore
+
+
+def _open(url: str, **kwargs) -> Memory:
+    return Memory(url, embedder="hash", **kwargs)
+
+
+def test_a_lake_remembers_searches_and_builds_a_context(lake_url: str) -> None:
+    with _open(lake_url) as mem:
+        assert isinstance(mem.store, LakeStore)
+        ids = [mem.add_event("s1", "user", f"I like {w}") for w in ("TypeScript", "tea", "cats")]
+        assert mem.flush(timeout=30)
+        assert mem.search("TypeScript", limit=1)["id"].iloc[0] == ids[0].id
+        context = mem.get_context("s1", "what drink do I like?")
+        assert "I like tea" in str(context)
+        assert mem.status()["pending"] == 0
+    with _open(lake_url) as again:  # a new process's view: everything is in the lake
+        assert len(again.events()) == 3
+        assert again.search("cats", limit=1)["content"].iloc[0] == "I like cats"
+
+
+def _scenario(mem: Memory) -> dict:
+    """Most of the API on one store; returns what it answered, without ids and times."""
+    out: dict = {}
+    mem.add_events(
+        [
+            {"session_id": "a", "role": "user", "content": "My name is John and I love TypeScript"},
+            {"session_id": "a", "role": "assistant", "content": "Noted: TypeScript it is"},
+            {"session_id": "b", "role": "user", "content": "The deploy key is in the vault"},
+        ]
+    )
+    e = mem.add_memory("I moved to Lisbon last May", session_id="a", importance=0.9)
+    mem.add_event("b", "tool", "ls -la printed 12 files", tool_name="shell")
+    assert mem.flush(timeout=30)
+    for mode in ("hybrid", "vector", "keyword"):
+        out[f"search {mode}"] = mem.search("Where do I live?", limit=3, mode=mode)[
+            "content"
+        ].tolist()
+    out["context"] = [i.content for i in mem.get_context("a", "What language do I love?")]
+    mem.update_memory(e.id, content="I moved to Porto last May")
+    assert mem.flush(timeout=30)
+    out["after edit"] = mem.search("Porto", limit=1)["content"].tolist()
+    mem.delete(e.id)
+    out["events"] = sorted(mem.events()["content"].tolist())
+    mem.set_fact("user", "city", "Lisbon")
+    mem.set_fact("user", "city", "Porto")
+    mem.set_fact("user", "name", "John")
+    out["facts"] = mem.facts()[["category", "key", "value"]].values.tolist()
+    out["history"] = mem.fact_history("user", "city")["value"].tolist()
+    mem.delete_fact("user", "name")
+    out["facts after delete"] = mem.facts()["key"].tolist()
+    macro = mem.add_macro("git_status", "git_diff", next_args="{}")
+    mem.record_macro_use(macro if isinstance(macro, int) else macro["id"])
+    out["macros"] = mem.macros()[["trigger_tool", "next_tool", "used_count"]].values.tolist()
+    mem.add_allowed_prefix("ls")
+    mem.add_allowed_prefix("ls")
+    out["prefixes"] = mem.allowed_prefixes()
+    out["allowed"] = (mem.is_command_allowed("ls -la"), mem.is_command_allowed("rm -rf /"))
+    task = mem.schedule_task("digest", "every day at 9am", "summarise the day")
+    mem.pause_task(task["id"] if isinstance(task, dict) else task)
+    out["tasks"] = mem.scheduled_tasks()[["name", "is_paused"]].values.tolist()
+    mem.start_session("u1", session_id="c")
+    mem.save_session_state("c", {"step": 2})
+    out["session"] = mem.get_session("c").state
+    mem.close_session("c")
+    out["sessions"] = sorted(mem.sessions()["status"].tolist())
+    out["audit"] = sorted(mem.audit_log()["action"].tolist())
+    path = os.path.join(mem.export_dir, "export.json")
+    mem.export_json(path)
+    with open(path) as file:
+        exported = json.loads(file.read())
+    out["exported"] = {k: len(v) for k, v in exported.items() if isinstance(v, list)}
+    with Memory(":memory:", embedder="hash") as copy:  # and it imports back
+        copy.import_json(path)
+        out["imported"] = sorted(copy.events()["content"].tolist())
+    return out
+
+
+def test_the_api_answers_the_same_on_a_lake_as_on_a_file(lake_url: str, tmp_path) -> None:
+    with Memory(str(tmp_path / "file.duckdb"), embedder="hash") as mem:
+        mem.export_dir = tmp_path / "exported-from-file"
+        mem.export_dir.mkdir()
+        on_file = _scenario(mem)
+    with _open(lake_url) as mem:
+        mem.export_dir = tmp_path / "exported-from-lake"
+        mem.export_dir.mkdir()
+        on_lake = _scenario(mem)
+    assert on_lake == on_file
+
+
+_WRITER = """
+import json, sys
+from child_process import expect, spawn
+from nbmemory import Memory
+url, writer, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+mem = Memory(url, embedder="hash")
+print("ready", flush=True)
+sys.stdin.readline()
+ids = [
+    mem.add_event(f"writer-{writer}", "user", f"writer {writer} note {i} tag w{writer}n{i}").id
+    for i in range(count)
+]
+assert mem.flush(timeout=300)
+print("ids " + json.dumps(ids), flush=True)
+mem.close()
+"""
+
+_READER = """
+import json, sys, time
+from child_process import expect, spawn
+from nbmemory import Memory
+url, total = sys.argv[1], int(sys.argv[2])
+mem = Memory(url, embedder="hash")
+print("ready", flush=True)
+sys.stdin.readline()
+calls, deadline = 0, time.monotonic() + 900
+while time.monotonic() < deadline:
+    mem.get_context("reader", "which note did a writer leave?")
+    calls += 1
+    index = mem._core.indexes.vectors(mem.model_name)
+    if len(index) >= total and len(mem._core.indexes.keywords()) >= total:
+        break
+found = {
+    tag: mem.search(tag, limit=1, mode="keyword")["content"].tolist()
+    for tag in ("w0n0", "w1n%d" % (total // 4 - 1), "w2n7", "w3n%d" % (total // 8))
+}
+print("found " + json.dumps({
+    "vectors": len(index), "rebuilds": index.rebuilds, "calls": calls,
+    "foreign": mem.store.foreign_snapshots, "hits": found,
+}), flush=True)
+mem.close()
+"""
+
+
+def test_four_writers_and_a_reader_at_once_lose_and_repeat_nothing(lake_url: str) -> None:
+    """4 processes x N add_event at once (N = $NBMEMORY_LAKE_WRITES, 2,000 in CI), and a
+    reader calling get_context all along: exactly 4N events, every returned id
+    present, and the reader's indexes, kept fresh by the change feed, find them all."""
+    count = int(os.environ.get("NBMEMORY_LAKE_WRITES", "2000"))
+    with _open(lake_url):  # create the lake once, before the race
+        pass
+    writers = [spawn(_WRITER, lake_url, str(w), str(count)) for w in range(4)]
+    reader = spawn(_READER, lake_url, str(4 * count))
+    try:
+        for child in [*writers, reader]:
+            expect(child, "ready")
+        for child in [*writers, reader]:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        returned = [json.loads(expect(w, "ids ")) for w in writers]
+        seen = json.loads(expect(reader, "found "))
+    finally:
+        for child in [*writers, reader]:
+            child.kill() if child.poll() is None else None
+            child.wait()
+    ids = [i for chunk in returned for i in chunk]
+    assert len(ids) == len(set(ids)) == 4 * count
+    with _open(lake_url) as mem:
+        stored = mem.events()
+        assert len(stored) == 4 * count
+        assert set(stored["id"]) == set(ids)
+        assert mem.store.fetchall("SELECT count(*), count(DISTINCT id) FROM event_vectors") == [
+            (4 * count, 4 * count)
+        ]
+    assert seen["vectors"] == 4 * count
+    assert seen["rebuilds"] == 1  # built once; everything after came through the feed
+    assert seen["foreign"] > 0 and seen["calls"] > 1
+    assert all(len(hit) == 1 for hit in seen["hits"].values()), seen["hits"]
