@@ -307,7 +307,11 @@ class LakeStore(Store):
             self._seen = now
             if foreign:
                 self.foreign_snapshots += len(foreign)
-                self._announce(self._changes(first, now, foreign))
+                try:
+                    change = self._changes(first, now, foreign)
+                except duckdb.Error:  # snapshots expired meanwhile: read everything again
+                    change = Change(unknown=True)
+                self._announce(change)
 
     def _changes(self, first: int, last: int, foreign: set[int]) -> Change:
         change = Change()
@@ -374,6 +378,13 @@ class LakeStore(Store):
             "records",
         )
         return [(r.pop("change_type"), r) for r in rows]
+
+    # -- maintenance -------------------------------------------------------------------
+    lake_name = LAKE
+
+    def fetch_lake(self, sql: str, params: Params = None, fetch: str = "rows") -> Any:
+        """Run one of the lake's own functions (snapshots, compaction) and fetch it whole."""
+        return Store.run(self, sql, params, fetch)
 
     # -- calls -------------------------------------------------------------------------
     def begin_call(self) -> int:
