@@ -9,6 +9,7 @@ reason, and under CI (``$CI`` set) a missing one is a failure, never a skip.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -264,3 +265,19 @@ def held_store(magics):
     Memory(magics.path, embedder="hash").close()  # create the file
     with holding(magics.path) as pid:
         yield pid
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 20 MB file system (tmpfs), mounted for the test (needs root)."""
+    mountpoint = tmp_path / "disk"
+    mountpoint.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")
+    yield mountpoint
+    subprocess.run(["umount", "-l", str(mountpoint)], check=False)

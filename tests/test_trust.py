@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 import pytest
 from child_process import expect, spawn
+from disks import fill as _fill
 
 from nbmemory import InvalidInput, Memory, StoreError, StoreLocked
 from nbmemory.retrieval.embedders import HashEmbedder
@@ -362,33 +363,6 @@ def test_the_cli_purges_a_store(store_path) -> None:
 
 
 # -- 12. a full disk: one clear error, nothing half-stored, reopened when space is back -------
-@pytest.fixture
-def small_disk(tmp_path):
-    """A real 20 MB file system (tmpfs), mounted for the test."""
-    mountpoint = tmp_path / "disk"
-    mountpoint.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mountpoint)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")
-    yield mountpoint
-    subprocess.run(["umount", "-l", str(mountpoint)], check=False)
-
-
-def _fill(folder: Path) -> Path:
-    """Fill the file system with one file until it is full.  Unbuffered, so
-    closing the file has nothing left to write (a buffered close raised ENOSPC)."""
-    filler = folder / "filler"
-    with open(filler, "wb", buffering=0) as handle:
-        try:
-            while handle.write(b"\0" * 65536):
-                pass
-        except OSError:
-            pass
-    return filler
 
 
 def test_a_full_disk_is_one_clear_error_and_the_store_recovers(small_disk) -> None:

@@ -70,6 +70,8 @@ class Store:
         self.read_only = read_only
         #: Held by every statement and transaction (a read-modify-write holds it throughout).
         self._lock: Any = threading.RLock()
+        #: Who writes (set by the writer; a lake puts it in each commit message).
+        self.actor = "api"
         #: Number of statements run; tests use it to prove a read touched no SQL.
         self.statements_run = 0
         #: Rows of a legacy ``messages`` table copied into ``events`` when this store opened.

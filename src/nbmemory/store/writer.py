@@ -86,6 +86,7 @@ class Writer:
         #: The time sessions are touched with (tests move it).
         self.clock = clock
         self._active: dict[tuple[str, str], dt.datetime] | None = None
+        store.actor = actor  # a lake names it in each snapshot's commit message
         store.listen(self._follow_sessions)
 
     @contextlib.contextmanager

@@ -24,6 +24,7 @@ table objects' SQL runs unchanged, with these differences, all kept here:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import threading
@@ -60,6 +61,8 @@ EVENTS_VIEW = (
 #: DuckLake's own retry of a commit that lost the race for the next snapshot.
 RETRY_WAIT_MS = 5
 MAX_COMMIT_RETRIES = 100
+#: The file in a data path that names the lake writing there.
+MARKER = "nbmemory-lake.json"
 #: Ids handed out per claim on the ``small_ids`` counter (facts and macros).
 SMALL_ID_BLOCK = 64
 
@@ -122,7 +125,7 @@ class LakeStore(Store):
         except duckdb.Error as exc:
             with contextlib.suppress(duckdb.Error):
                 con.close()
-            raise _translate(exc, self.address) from None
+            raise _translate(exc, self.address) or StoreError(str(exc)) from None
         except BaseException:
             with contextlib.suppress(duckdb.Error):
                 con.close()
@@ -147,9 +150,10 @@ class LakeStore(Store):
                 )
             try:
                 with self.transaction():
-                    for sql, params in tables.create_statements():
+                    for sql, params in tables.create_statements(uuid.uuid4().hex):
                         Store.run(self, sql, params)
                 self._cursor().execute(EVENTS_VIEW)
+                self._claim_data_path()
                 return
             except (WriteConflict, duckdb.TransactionException):
                 time.sleep(0.05 * (attempt + 1) * random.random())  # another process made it
@@ -165,6 +169,46 @@ class LakeStore(Store):
                 f"the lake {self.path} was written by a newer nbmemory (schema version "
                 f"{version}; this one reads {SCHEMA_VERSION}); nothing was changed. "
                 "Upgrade nbmemory (pip install -U nbmemory)"
+            )
+        if not read_only:
+            self._claim_data_path()
+
+    def _claim_data_path(self) -> None:
+        """One data path, one lake: a marker file names the lake that writes there.
+
+        Two catalogs sharing a folder would each see the other's Parquet files as
+        orphans, and ``compact``/``expire`` of one would delete the other's data.
+        """
+        from .maintenance import data_path
+
+        root = data_path(self)
+        lake_id = self.meta.get("lake_id")
+        if not root or "://" in root or not lake_id:
+            return
+        marker = os.path.join(root, MARKER)
+        try:
+            with open(marker, encoding="utf-8") as file:
+                owner = json.load(file).get("lake_id")
+        except FileNotFoundError:
+            owner = None
+        except (OSError, ValueError):
+            owner = "unreadable"
+        if owner is None:
+            try:
+                os.makedirs(root, exist_ok=True)
+                partial = f"{marker}.{os.getpid()}.part"
+                with open(partial, "w", encoding="utf-8") as file:
+                    json.dump({"lake_id": lake_id, "catalog": self.path}, file)
+                os.replace(partial, marker)
+            except OSError as exc:
+                raise StoreError(
+                    f"the lake's data path {root} cannot be written ({exc.strerror}); make "
+                    "it writable"
+                ) from None
+        elif owner != lake_id:
+            raise StoreError(
+                f"the data path {root} belongs to another lake (its {MARKER} names lake "
+                f"{owner}); nothing was changed. Give each lake its own data path"
             )
 
     def tables(self) -> list[str]:
@@ -254,9 +298,14 @@ class LakeStore(Store):
         with super().transaction() as change:
             if self._pending is change and not getattr(self, "_labelled", False):
                 self._labelled = True
-                self._cursor().execute(
-                    f"CALL {LAKE}.set_commit_message(?, ?)", [self.author, "nbmemory"]
-                )
+                try:
+                    self._cursor().execute(
+                        f"CALL {LAKE}.set_commit_message(?, ?)",
+                        [self.author, f"nbmemory {self.actor}"],
+                    )
+                except duckdb.Error as exc:
+                    self._failed(exc)
+                    raise
             yield change
 
     def _end_transaction(self, verb: str) -> Change:
@@ -273,6 +322,17 @@ class LakeStore(Store):
         if verb == "COMMIT":
             self._commits_in_call += 1
         return pending
+
+    def _failed(self, exc: duckdb.Error) -> None:
+        """The catalog unreachable, a login refused, the data path unusable: one line.
+
+        The connection is kept: DuckLake reconnects to the catalog by itself once
+        it is back, and nothing of the failed call was committed.
+        """
+        translated = _translate(exc, self.address, runtime=True)
+        if translated is not None:
+            raise translated from None
+        super()._failed(exc)
 
     def rewrite(self) -> None:
         """A lake forgets freed data with ``nbmemory lake expire``, not by rewriting a file."""
@@ -397,27 +457,43 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _translate(exc: duckdb.Error, address: LakeUrl) -> StoreError:
-    """DuckDB's error on attaching a lake as one line that says what to fix."""
+def _translate(exc: duckdb.Error, address: LakeUrl, *, runtime: bool = False) -> StoreError | None:
+    """DuckDB's error about the lake as one line that says what to fix (the password
+    never shown); None, at run time, for errors that are not about the lake itself."""
     text = str(exc)
     low = text.lower()
     first = text.strip().splitlines()[0][:160] if text.strip() else type(exc).__name__
+    first = first.replace(address.attach[len("ducklake:postgres:") :], address.shown)
     if "password authentication failed" in low or "no password supplied" in low:
         return StoreError(
             f"the lake's catalog refused the login ({address.shown}): check user and "
             "password (password=... in the address, or $PGPASSWORD)"
         )
-    if "connection refused" in low or "could not connect" in low or "timeout" in low:
+    if (
+        "connection refused" in low
+        or "could not connect" in low
+        or "unable to connect" in low
+        or "server closed the connection" in low
+        or "no connection to the server" in low
+        or "terminating connection" in low
+    ):
+        during = " Nothing of this call was stored: call again once it is back" if runtime else ""
         return StoreError(
             f"cannot reach the lake's catalog ({address.shown}): is PostgreSQL running and "
-            "listening there? "
-            f"({first})"
+            f"listening there?{during}"
         )
-    if "does not exist" in low and "database" in low:
+    if "database" in low and "does not exist" in low:
         return StoreError(
             f"the catalog database of {address.shown} does not exist: create it "
             "(createdb) or name another one"
         )
-    if "data_path" in low or "data path" in low:
-        return StoreError(f"the lake's data path cannot be used ({first}); check data_path")
+    if isinstance(exc, duckdb.IOException) and (
+        "permission denied" in low or "no space left" in low or "read-only file system" in low
+    ):
+        return StoreError(
+            f"the lake's data path cannot be written ({first}); nothing of this call was "
+            "stored: make the folder writable or free space, then call again"
+        )
+    if runtime:
+        return None
     return StoreError(f"cannot open the lake {address.shown}: {first}")

@@ -67,7 +67,7 @@ def create_table_sql(table: Table) -> str:
     return f"CREATE TABLE IF NOT EXISTS {table.name} ({', '.join(columns)})"
 
 
-def create_statements() -> list[tuple[str, list[object]]]:
+def create_statements(lake_id: str) -> list[tuple[str, list[object]]]:
     """Every statement that makes an empty lake an nbmemory store (one transaction)."""
     statements: list[tuple[str, list[object]]] = [
         (create_table_sql(table), []) for table in TABLES.values()
@@ -87,6 +87,7 @@ def create_statements() -> list[tuple[str, list[object]]]:
             ("schema_version", str(SCHEMA_VERSION)),
             ("format", FORMAT),
             ("backend", "ducklake"),
+            ("lake_id", lake_id),
         )
     ]
     return statements
