@@ -182,3 +182,73 @@ def test_four_writers_and_a_reader_at_once_lose_and_repeat_nothing(lake_url: str
     assert seen["rebuilds"] == 1  # built once; everything after came through the feed
     assert seen["foreign"] > 0 and seen["calls"] > 1
     assert all(len(hit) == 1 for hit in seen["hits"].values()), seen["hits"]
+
+
+def test_a_locomo_conversation_searches_the_same_on_a_lake_as_in_a_file(
+    lake_url: str, locomo_dir, real_embedder, tmp_path
+) -> None:
+    from nbmemory.research.datasets import load_locomo, locomo_files
+
+    path = locomo_files(locomo_dir)[0]
+    with (
+        Memory(str(tmp_path / "file.duckdb"), embedder=real_embedder) as on_file,
+        Memory(lake_url, embedder=real_embedder) as on_lake,
+    ):
+        loaded = load_locomo(path, on_file)
+        assert load_locomo(path, on_lake).event_ids == loaded.event_ids
+        assert on_lake.store.fetchall("SELECT count(*) FROM event_vectors") == [
+            (len(loaded.event_ids),)
+        ]
+        questions = loaded.queries()["question"].tolist()[:60]
+        assert len(questions) == 60
+        for question in questions:
+            expected = on_file.search(question, limit=10, namespace=loaded.namespace)
+            found = on_lake.search(question, limit=10, namespace=loaded.namespace)
+            assert found["id"].tolist() == expected["id"].tolist(), question
+        session = loaded.last_session
+        for question in questions[:20]:
+            assert (
+                on_lake.get_context(session, question, namespace=loaded.namespace).ids
+                == on_file.get_context(session, question, namespace=loaded.namespace).ids
+            )
+
+
+_UPSERTER = """
+import sys
+from nbmemory import Memory
+mem = Memory(sys.argv[1], embedder="hash")
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(int(sys.argv[3])):
+    mem.set_fact("user", f"key {i % 5}", f"{sys.argv[2]} {i}")
+    mem.add_allowed_prefix(f"cmd{i % 5}")
+print("done", flush=True)
+"""
+
+
+def test_upserts_from_two_processes_at_once_keep_one_row_per_key(lake_url: str) -> None:
+    """A lake has no unique keys: concurrent set_fact of the same keys must still leave
+    one fact per key (the other writer's commit conflicts and its call runs again)."""
+    with _open(lake_url):
+        pass
+    children = [spawn(_UPSERTER, lake_url, name, "30") for name in ("a", "b")]
+    try:
+        for child in children:
+            expect(child, "ready")
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        for child in children:
+            expect(child, "done")
+    finally:
+        for child in children:
+            child.kill() if child.poll() is None else None
+            child.wait()
+    with _open(lake_url) as mem:
+        facts = mem.facts()
+        assert sorted(facts["key"]) == [f"key {i}" for i in range(5)]
+        # key 0 got 12 different values (6 from each writer): 11 were replaced, in order
+        assert len(mem.fact_history("user", "key 0")) == 11
+        assert facts.set_index("key").loc["key 0", "value"] in {"a 25", "b 25"}
+        assert mem.allowed_prefixes() == [f"cmd{i}" for i in range(5)]

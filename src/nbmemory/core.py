@@ -94,6 +94,7 @@ def build_core(
             write_errors,
             batch_size=settings.embed_batch_size,
             dim=store.vectors.vector_dim(embedder.name),
+            linger=store.embed_linger,
         )
     retriever = Retriever(
         store,

@@ -52,7 +52,9 @@ from .validation import check_name, check_unit_interval
 
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
 #: Times a call that met another lake writer's commit is run in all.
-CONFLICT_RETRIES = 8
+CONFLICT_RETRIES = 30
+#: The longest wait (s) between two tries of a conflicting call (jittered, doubling).
+CONFLICT_BACKOFF_MAX = 0.5
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -82,7 +84,8 @@ def _delegate(
                 # a lake writer met another at once: run the call again, if nothing of it stuck
                 if attempt == CONFLICT_RETRIES - 1 or self.store.begin_call() != committed:
                     raise
-                time.sleep(random.uniform(0, 0.02 * 2**attempt))  # back off, not synchronise
+                wait = min(CONFLICT_BACKOFF_MAX, 0.01 * 2**attempt)
+                time.sleep(random.uniform(0, wait))  # back off, not synchronise
         raise AssertionError("unreachable")  # pragma: no cover
 
     return delegator

@@ -60,6 +60,8 @@ class Store:
 
     #: Where the rows live: ``"file"`` (a DuckDB file) or ``"ducklake"`` (:mod:`.lake`).
     backend = "file"
+    #: Seconds the embedding worker waits for more texts before a batch (one write each).
+    embed_linger = 0.05
     #: The table object of ``event_vectors`` (a lake keeps vector state apart from rows).
     vectors_class: type[EventVectors] = EventVectors
 
@@ -114,6 +116,9 @@ class Store:
     def advance_ids(self, sequence: str, at_least: int) -> None:
         """Move ``sequence`` past ``at_least`` so later inserts never reuse an imported id."""
         advance_sequence(self, sequence, at_least)
+
+    def claim(self) -> None:
+        """Before a read-then-insert (an upsert): nothing to do where keys are enforced."""
 
     def begin_call(self) -> int:
         """How many transactions committed so far (a lake retries a call that made none)."""

@@ -112,6 +112,7 @@ class FactsTable(TableObject):
         the same value only refreshes the source and ``updated_at``.
         """
         self._write()
+        self.store.claim()
         safe = self._redact({"category": category, "key": key, "value": value}, namespace)
         category, key, value = safe["category"], safe["key"], safe["value"]
         rows = self.store.run(

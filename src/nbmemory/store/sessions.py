@@ -118,6 +118,7 @@ class SessionsTable(TableObject):
     # -- writes -----------------------------------------------------------------------
     def insert(self, row: dict[str, Any]) -> None:
         self._write()
+        self.store.claim()  # the caller checked the session is new: keep that true
         row = self._redact(row)
         self.store.run(
             f"INSERT INTO sessions ({_SESSION}) VALUES ({placeholders(SESSION_COLUMNS)})",

@@ -115,6 +115,7 @@ class PrefixesTable(TableObject):
     def add(self, prefix: str, now: dt.datetime) -> bool:
         """Allow a prefix; False if it was already allowed."""
         self._write()
+        self.store.claim()
         rows = self.store.run(
             "INSERT INTO terminal_allowed_prefixes VALUES (?, ?) ON CONFLICT DO NOTHING"
             " RETURNING prefix",

@@ -61,6 +61,8 @@ EVENTS_VIEW = (
 #: DuckLake's own retry of a commit that lost the race for the next snapshot.
 RETRY_WAIT_MS = 5
 MAX_COMMIT_RETRIES = 100
+#: Within one call the feed is read once, unless the call runs longer than this (s).
+REFRESH_REUSE = 1.0
 #: The file in a data path that names the lake writing there.
 MARKER = "nbmemory-lake.json"
 #: Ids handed out per claim on the ``small_ids`` counter (facts and macros).
@@ -72,6 +74,10 @@ class LakeStore(Store):
 
     backend = "ducklake"
     vectors_class = LakeEventVectors
+    #: Each vector write is a commit of its own (a catalog round trip, and a
+    #: conflict window with the other writers): a stream of add_event calls is
+    #: embedded and written in batches of up to half a second.
+    embed_linger = 0.5
 
     def __init__(
         self,
@@ -94,7 +100,10 @@ class LakeStore(Store):
         self._seq_last = 0
         self._seq_salt = random.getrandbits(12)
         self._small_ids: list[int] = []
-        self._commits_in_call = 0
+        #: Commits made by each thread (a call is retried only if its thread made none).
+        self._commits: dict[int, int] = {}
+        self._refreshed_in_call = False
+        self._refreshed_at = 0.0
         super().__init__(self.address.shown, read_only=read_only or snapshot is not None)
 
     # -- connection ------------------------------------------------------------------
@@ -275,6 +284,13 @@ class LakeStore(Store):
         finally:
             side.close()
 
+    def claim(self) -> None:
+        """Make concurrent upserts collide: a lake enforces no unique key, and two
+        writers inserting the same fact at once would both succeed.  Each upsert
+        first updates the one row of ``nbmemory_claims`` in its transaction; of two
+        at once, DuckLake commits one and reports the other as a conflict (retried)."""
+        self.run("UPDATE nbmemory_claims SET value = value + 1 WHERE name = ?", ["upserts"])
+
     def advance_ids(self, sequence: str, at_least: int) -> None:
         """Later ids of facts/macros stay above ``at_least`` (after an import with ids)."""
         self._claim("small_ids", 0, at_least)
@@ -320,7 +336,8 @@ class LakeStore(Store):
                 ) from None
             raise
         if verb == "COMMIT":
-            self._commits_in_call += 1
+            thread = threading.get_ident()
+            self._commits[thread] = self._commits.get(thread, 0) + 1
         return pending
 
     def _failed(self, exc: duckdb.Error) -> None:
@@ -349,8 +366,11 @@ class LakeStore(Store):
         """
         if self.closed or self.in_transaction or self.snapshot is not None:
             return
+        if self._refreshed_in_call and time.monotonic() - self._refreshed_at < REFRESH_REUSE:
+            return  # checked already in this call (a search reads two indexes)
         with self._lock:
             now = self.current_snapshot()
+            self._refreshed_in_call, self._refreshed_at = True, time.monotonic()
             if self._seen is None or now <= self._seen:
                 self._seen = now if self._seen is None else max(self._seen, now)
                 return
@@ -448,8 +468,10 @@ class LakeStore(Store):
 
     # -- calls -------------------------------------------------------------------------
     def begin_call(self) -> int:
-        """Commits made so far (``Memory`` retries a call that conflicted before any)."""
-        return self._commits_in_call
+        """A ``Memory`` call starts: its first read checks the feed again.  Returns the
+        commits made so far (``Memory`` retries a call that conflicted before any)."""
+        self._refreshed_in_call = False
+        return self._commits.get(threading.get_ident(), 0)
 
 
 def _literal(text: str) -> str:

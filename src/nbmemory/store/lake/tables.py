@@ -6,8 +6,10 @@ with plain types; ids a file takes from a sequence come from functions each
 connection registers (``nbm_seq()``, see :mod:`.store`), or are handed out from
 a counter (``facts`` and ``macros`` ids, which are small integers).  Uniqueness
 that a file's keys enforce is kept by the writes themselves: event ids are
-random, and upserts of small tables run under a claim on ``nbmemory_counters``
-(two writers claiming it at once conflict, and one of them is retried).
+random, and upserts of small tables run under a claim on ``nbmemory_claims``
+(two writers claiming it at once conflict, and one of them is retried).  Claims
+have a table of their own: the id counters are updated by side transactions,
+which must not conflict with the upsert that asked for an id.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ DEFAULTS = {
 #: Columns a file's migrations added after its first tables.
 EXTRA_COLUMNS = {"events": ("seq BIGINT DEFAULT nbm_seq()",)}
 #: Names of the counters ``nbmemory_counters`` holds.
-COUNTERS = ("small_ids", "claims")
+COUNTERS = ("small_ids",)
 
 
 def create_table_sql(table: Table) -> str:
@@ -75,6 +77,8 @@ def create_statements(lake_id: str) -> list[tuple[str, list[object]]]:
     statements += [
         ("CREATE TABLE IF NOT EXISTS nbmemory_migrations (name VARCHAR, applied_at TIMESTAMP)", []),
         ("CREATE TABLE IF NOT EXISTS nbmemory_counters (name VARCHAR, value BIGINT)", []),
+        ("CREATE TABLE IF NOT EXISTS nbmemory_claims (name VARCHAR, value BIGINT)", []),
+        ("INSERT INTO nbmemory_claims VALUES ('upserts', 0)", []),
     ]
     statements += [
         ("INSERT INTO nbmemory_migrations VALUES (?, now()::TIMESTAMP)", [fn.__name__])
