@@ -450,3 +450,21 @@ def test_tokenize_stems_each_word_as_the_rule_says_cached_or_not(pieces):
     assert tokenize(text) == by_the_rule(text)  # cache warm from earlier examples
     keyword_index._TERM_OF.clear()
     assert tokenize(text) == by_the_rule(text)
+
+
+def test_equal_keyword_scores_keep_the_earliest_memories_whatever_the_platform():
+    """A tie at the cut is broken by index order, not by numpy's selection algorithm
+    (which differs between CPUs and releases): the same store ranks the same everywhere."""
+    index = KeywordIndex()
+    index.rebuild(
+        [
+            (f"e{n:03d}", "ns", "s", "we talked about the lake" if n % 3 else "lake", n, n)
+            for n in range(300)
+        ]
+    )
+    result = index.score_array("lake", "ns")
+    everything = result.top(None)
+    for limit in (1, 7, 50, 150):
+        top = result.top(limit)
+        assert top == everything[:limit]
+    assert everything[0][0] == "e000"  # equal best scores: the earliest first

@@ -499,9 +499,14 @@ class KeywordScores:
 
     def top(self, limit: int | None) -> list[tuple[str, float]]:
         """The ``limit`` best (id, score) with a score above zero (all when None), best first."""
-        hits = np.flatnonzero(self._scores > 0)
+        hits = np.flatnonzero(self._scores > 0)  # in index order
         if limit is not None and hits.size > limit:
-            hits = hits[np.argpartition(-self._scores[hits], limit - 1)[:limit]]
+            # equal scores are common (BM25 of short texts): the earliest documents
+            # win a tie at the cut, whatever numpy's selection algorithm does
+            scores = self._scores[hits]
+            kth = -np.partition(-scores, limit - 1)[limit - 1]
+            above = hits[scores > kth]
+            hits = np.sort(np.concatenate([above, hits[scores == kth][: limit - above.size]]))
         ids = self._index._ids
         ranked = sorted(((ids[i], float(self._scores[i])) for i in hits), key=lambda h: -h[1])
         return [(event_id, score) for event_id, score in ranked if event_id is not None]
