@@ -7,6 +7,7 @@ and exit code 1 (2 for bad usage, as argparse does).
 * :mod:`.demo` — ``demo``;
 * :mod:`.state` — ``state list|cleanup|delete|export|import``, ``memory sync``, ``health``;
 * :mod:`.research` — ``eval locomo``, ``import-sqlite``;
+* :mod:`.lake` — ``lake status|snapshots|compact|expire|push|pull``;
 * :mod:`.ipython_config` — ``install-ipython-config``.
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 
 from ..errors import NbMemoryError
 from ..version import __version__
-from . import ipython_config, research, state
+from . import ipython_config, lake, research, state
 from .demo import cmd_demo
 from .options import store_options
 
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     research.add_commands(sub)  # eval, import-sqlite
     ipython_config.add_command(sub)  # install-ipython-config
     state.add_commands(sub)  # state, memory sync, health
+    lake.add_commands(sub)  # lake status|snapshots|compact|expire|push|pull
     return parser
 
 

@@ -12,7 +12,7 @@ def store_options(
     parser.add_argument(
         "--store",
         default=None,
-        help=f"store file (default: {default_store})",
+        help=f"store file, or a ducklake: URL (default: {default_store})",
     )
     parser.add_argument(
         "--embedder",

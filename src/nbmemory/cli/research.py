@@ -110,7 +110,7 @@ def cmd_import_sqlite(args: argparse.Namespace) -> int:
         report = mem.import_sqlite(args.path, namespace=args.namespace)
         mem.flush()
         print(report.summary())
-        print(f"store: {mem.path}")
+        print(f"store: {mem.store.path}")
     return 0
 
 

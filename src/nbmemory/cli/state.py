@@ -30,6 +30,7 @@ from ..errors import EmbedderError, InvalidInput, ModelUnavailable, NbMemoryErro
 from ..memory import Memory
 from ..retrieval.embedders import model_unavailable
 from ..state.sessions import LIST_COLUMNS as SESSION_LIST
+from ..store import is_lake_url
 from .options import store_options
 
 
@@ -40,9 +41,12 @@ def _common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = False, create: bool = False) -> Memory:
-    """The store of ``--store``; it must exist unless the command fills a new one."""
+    """The store of ``--store``; it must exist unless the command fills a new one.
+
+    A ``ducklake:`` address is no path: whether that lake exists is for its store to say.
+    """
     path = args.store or default_store_path()
-    if not create and not Path(path).expanduser().exists():
+    if not create and not is_lake_url(path) and not Path(path).expanduser().exists():
         raise InvalidInput(
             f"no store at {path}; pass --store PATH or set NBMEMORY_PATH to an nbmemory file"
         )
@@ -287,7 +291,7 @@ def cmd_health(args: argparse.Namespace) -> int:
             (
                 "store",
                 "ok",
-                f"{mem.path} (schema {status['schema_version']}, {status['events']} events "
+                f"{mem.store.path} (schema {status['schema_version']}, {status['events']} events "
                 f"in {namespaces} namespace(s))",
             )
         )

@@ -5,12 +5,16 @@
 * :mod:`.tables` — the lake's tables, made from the file's declarations;
 * :mod:`.statements` — our statements without ``RETURNING`` and ``ON CONFLICT``;
 * :mod:`.vectors` — vectors appended, never marked on the event row;
-* :mod:`.store` — :class:`LakeStore`: connection, ids, conflicts, the change feed.
+* :mod:`.store` — :class:`LakeStore`: connection, ids, conflicts, the change feed;
+* :mod:`.maintenance` — status, snapshots, compaction and expiry;
+* :mod:`.transfer` — :func:`push` a file store into a new lake, :func:`pull` a lake
+  into a new file, every row and vector bit.
 """
 
 from __future__ import annotations
 
 from .store import LakeStore
+from .transfer import Copied, pull, push
 from .url import LakeUrl, is_lake_url, parse_lake_url
 
-__all__ = ["LakeStore", "LakeUrl", "is_lake_url", "parse_lake_url"]
+__all__ = ["Copied", "LakeStore", "LakeUrl", "is_lake_url", "parse_lake_url", "pull", "push"]
