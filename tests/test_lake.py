@@ -23,6 +23,8 @@ def _open(url: str, **kwargs) -> Memory:
 def test_a_lake_remembers_searches_and_builds_a_context(lake_url: str) -> None:
     with _open(lake_url) as mem:
         assert isinstance(mem.store, LakeStore)
+        if "password=" in lake_url:  # the repr, as every message, hides the password
+            assert "password=***" in repr(mem) and lake_url.split("password=")[1] not in repr(mem)
         ids = [mem.add_event("s1", "user", f"I like {w}") for w in ("TypeScript", "tea", "cats")]
         assert mem.flush(timeout=30)
         assert mem.search("TypeScript", limit=1)["id"].iloc[0] == ids[0].id
@@ -252,3 +254,44 @@ def test_upserts_from_two_processes_at_once_keep_one_row_per_key(lake_url: str) 
         assert len(mem.fact_history("user", "key 0")) == 11
         assert facts.set_index("key").loc["key 0", "value"] in {"a 25", "b 25"}
         assert mem.allowed_prefixes() == [f"cmd{i}" for i in range(5)]
+
+
+def test_magics_widgets_and_research_frames_work_on_a_lake(
+    ip, lake_url: str, tiny_locomo_path, monkeypatch
+) -> None:
+    """``%config MemoryMagics.path`` and ``$NBMEMORY_PATH`` take the lake's URL, and the
+    research tools read it like a file."""
+    from notebook_shell import run
+
+    from nbmemory.notebook.widgets import MemoryExplorer, ThresholdTuner
+    from nbmemory.research.datasets import load_locomo
+    from nbmemory.research.frames import memories_frame
+    from nbmemory.research.thresholds import similarity_frame, threshold_sweep
+
+    run(ip, f"%config MemoryMagics.path = {lake_url!r}")
+    run(ip, "%%remember --session nb\nI keep my bike in the blue shed")
+    assert run(ip, "%recall bike shed")["content"].tolist()[0] == "I keep my bike in the blue shed"
+    assert "blue shed" in str(run(ip, "%context --session nb where is the bike?"))
+    memory = ip.magics_manager.registry["MemoryMagics"].memory
+    assert isinstance(memory.store, LakeStore)
+    loaded = load_locomo(tiny_locomo_path, memory)
+    assert memory.flush(timeout=30)
+    frame = memories_frame(memory, namespace=loaded.namespace)
+    assert len(frame) == len(loaded.event_ids)
+    questions = loaded.queries()
+    sims = similarity_frame(
+        memory,
+        questions["question"].tolist(),
+        namespace=loaded.namespace,
+        relevant=questions["relevant_ids"].tolist(),
+    )
+    assert sims["relevant"].any() and len(threshold_sweep(sims)) > 0
+    tuner = ThresholdTuner(memory, loaded)
+    assert tuner.labelled
+    explorer = MemoryExplorer(memory, namespace=loaded.namespace)
+    assert len(explorer.frame) == min(len(loaded.event_ids), 25)
+    run(ip, "%unload_ext nbmemory")
+    monkeypatch.setenv("NBMEMORY_PATH", lake_url)
+    with Memory(embedder="hash") as from_env:
+        assert isinstance(from_env.store, LakeStore)
+        assert "I keep my bike in the blue shed" in from_env.events()["content"].tolist()

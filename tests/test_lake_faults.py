@@ -92,7 +92,7 @@ def test_time_travel_reads_the_lake_as_it_was(lake_url: str) -> None:
         messages = now.store.fetch_lake(
             "SELECT commit_message FROM lake.snapshots() WHERE author IS NOT NULL"
         )
-        assert {m[0] for m in messages} == {"nbmemory api"}
+        assert {m[0] for m in messages} == {"nbmemory api", "nbmemory ids"}
 
 
 @pytest.fixture
@@ -195,3 +195,27 @@ def test_a_full_or_read_only_data_path_is_one_line_and_nothing_half_stored(small
         kept += list(mem.add_events(_rows(200, "after")))
         assert sorted(mem.events()["id"]) == sorted(kept)
         assert json.loads((mountpoint / "nbmemory-lake.json").read_text())["lake_id"]
+
+
+def test_time_travel_to_a_moment_and_bad_snapshots(lake_url: str) -> None:
+    import datetime as dt
+
+    from nbmemory.errors import InvalidInput
+
+    with _open(lake_url) as mem:
+        mem.add_event("s", "user", "first")
+        between = dt.datetime.now(dt.timezone.utc)
+        while dt.datetime.now(dt.timezone.utc) == between:  # the next commit is later
+            pass
+        mem.add_event("s", "user", "second")
+    with Memory(lake_url, embedder="hash", snapshot=between) as past:
+        assert past.events()["content"].tolist() == ["first"]
+    for bad in ("yesterday", True, 1.5):
+        with pytest.raises(InvalidInput, match="snapshot= takes"):
+            Memory(lake_url, embedder="hash", snapshot=bad)
+
+
+def test_reading_a_lake_that_was_never_made_says_so(lake_url: str) -> None:
+    with pytest.raises(StoreError, match="there is no lake at") as caught:
+        Memory(lake_url, embedder="hash", read_only=True)
+    assert "\n" not in str(caught.value)

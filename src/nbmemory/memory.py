@@ -111,6 +111,10 @@ class Memory:
     (slower; see :mod:`nbmemory.store.shared`); ``None`` reads ``$NBMEMORY_SHARED``.
     A DuckDB file of another application is refused without being changed, unless
     ``adopt=True`` asks to add nbmemory's tables beside its own.
+    A ``ducklake:`` address as ``path`` opens a lake that many processes and hosts
+    write at once (catalog in PostgreSQL; ``data_path``: the folder of its Parquet
+    files, needed when the lake is made); ``snapshot`` (an id or a datetime) opens
+    it read-only as it was then.  See ``docs/lake.md``.
     ``reranker`` re-scores the best ``rerank_top_n`` (20) candidates of every
     search and of the context's relevance: a callable ``(query, texts) -> scores``
     or an object with fastembed's ``TextCrossEncoder`` interface (``.rerank``);
@@ -145,7 +149,7 @@ class Memory:
         actor: str = "api",
         reranker: Any = None,
         data_path: str | None = None,
-        snapshot: int | None = None,
+        snapshot: int | dt.datetime | None = None,
         **overrides: Any,
     ) -> None:
         settings = (settings or Settings()).replace(**overrides)
@@ -329,9 +333,7 @@ class Memory:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return (
-            f"<Memory {self.path!r} namespace={self.namespace!r} model={self.model_name!r} {state}>"
-        )
+        return f"<Memory {self.store.path!r} namespace={self.namespace!r} model={self.model_name!r} {state}>"
 
     def _check_open(self) -> None:
         if self._closed:

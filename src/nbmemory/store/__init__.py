@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from ..errors import InvalidInput
 from .changes import Change, Vectors
 from .connection import Store
@@ -46,7 +48,7 @@ def open_store(
     shared: bool | None = None,
     adopt: bool = False,
     data_path: str | None = None,
-    snapshot: int | None = None,
+    snapshot: int | dt.datetime | None = None,
 ) -> Store:
     """The store at ``path``: shared (several processes) when asked or ``$NBMEMORY_SHARED=1``;
     a lake when ``path`` is a ``ducklake:`` address (``data_path``: where its Parquet

@@ -70,7 +70,27 @@ def snapshots(store: LakeStore, limit: int = 20) -> pd.DataFrame:
         [int(limit)],
         "df",
     )
+    names = {
+        str(row[0]): str(row[1])
+        for row in store.fetch_lake(
+            "SELECT table_id, table_name FROM ducklake_table_info(?)", [store.lake_name]
+        )
+    }
+    frame["changes"] = [_named(changes, names) for changes in frame["changes"]]
     return frame
+
+
+def _named(changes: Any, names: dict[str, str]) -> Any:
+    """``{'inlined_insert': ['11']}`` -> ``{'inlined_insert': ['events']}`` (ids of
+    tables dropped since keep their number)."""
+    if not isinstance(changes, dict):
+        return changes
+    return {
+        kind: [names.get(str(item), str(item)) for item in items]
+        if kind.startswith(("inlined_", "tables_inserted", "tables_deleted"))
+        else items
+        for kind, items in changes.items()
+    }
 
 
 def compact(store: LakeStore) -> dict[str, Any]:

@@ -24,6 +24,7 @@ table objects' SQL runs unchanged, with these differences, all kept here:
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import random
@@ -41,7 +42,7 @@ try:
 except ImportError:  # pragma: no cover - DuckDB before 1.4
     from duckdb.typing import BIGINT  # type: ignore[no-redef]
 
-from ...errors import StoreError, WriteConflict
+from ...errors import InvalidInput, StoreError, WriteConflict
 from ..changes import Change, Vectors
 from ..connection import Params, Store
 from ..migrations import FORMAT, SCHEMA_VERSION
@@ -86,10 +87,16 @@ class LakeStore(Store):
         data_path: str | os.PathLike[str] | None = None,
         read_only: bool = False,
         adopt: bool = False,
-        snapshot: int | None = None,
+        snapshot: int | dt.datetime | None = None,
     ) -> None:
         self.address: LakeUrl = parse_lake_url(url, data_path)
-        #: Read the lake as it was at this snapshot (time travel; read-only).
+        if snapshot is not None and (
+            isinstance(snapshot, bool) or not isinstance(snapshot, (int, dt.datetime))
+        ):
+            raise InvalidInput(
+                f"snapshot= takes a snapshot id (int) or a datetime, not {snapshot!r}"
+            )
+        #: Read the lake as it was at this snapshot id or time (time travel; read-only).
         self.snapshot = snapshot
         #: Marks this process's commits in the lake's snapshots (and so in its feed).
         self.author = f"nbmemory:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -124,7 +131,9 @@ class LakeStore(Store):
                 options.append(f"METADATA_SCHEMA {_literal(self.address.metadata_schema)}")
             if self.read_only:
                 options.append("READ_ONLY")
-            if self.snapshot is not None:
+            if isinstance(self.snapshot, dt.datetime):
+                options.append(f"SNAPSHOT_TIME {_literal(_utc_text(self.snapshot))}")
+            elif self.snapshot is not None:
                 options.append(f"SNAPSHOT_VERSION {int(self.snapshot)}")
             con.execute(
                 f"ATTACH {_literal(self.address.attach)} AS {LAKE}"
@@ -263,6 +272,9 @@ class LakeStore(Store):
             for attempt in range(50):
                 try:
                     side.execute("BEGIN TRANSACTION")
+                    side.execute(
+                        f"CALL {LAKE}.set_commit_message(?, ?)", [self.author, "nbmemory ids"]
+                    )
                     side.execute(
                         f"UPDATE {LAKE}.main.nbmemory_counters SET value = greatest(value, ?) + ?"
                         " WHERE name = ?",
@@ -474,6 +486,11 @@ class LakeStore(Store):
         return self._commits.get(threading.get_ident(), 0)
 
 
+def _utc_text(moment: dt.datetime) -> str:
+    """A time as DuckLake's ``SNAPSHOT_TIME`` reads it (naive times are local)."""
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f+00")
+
+
 def _literal(text: str) -> str:
     """A SQL string literal (ATTACH takes no parameters)."""
     return "'" + text.replace("'", "''") + "'"
@@ -503,6 +520,11 @@ def _translate(exc: duckdb.Error, address: LakeUrl, *, runtime: bool = False) ->
         return StoreError(
             f"cannot reach the lake's catalog ({address.shown}): is PostgreSQL running and "
             f"listening there?{during}"
+        )
+    if "existing ducklake" in low and "does not exist" in low:
+        return StoreError(
+            f"there is no lake at {address.shown} yet: check dbname and metadata_schema, or "
+            "open it once for writing (Memory(url, data_path=...)) to make it"
         )
     if "database" in low and "does not exist" in low:
         return StoreError(
