@@ -306,3 +306,25 @@ def test_bulk_insert_goes_through_arrow_not_executemany(mem, monkeypatch):
     )
     assert calls == [("events", 500)]
     assert len(ids) == 500 and len(mem.events(session_id="bulk")) == 500
+
+
+def test_no_progress_bar_is_drawn_on_stdout(tmp_path):
+    """DuckDB draws a progress bar on stdout (fd 1, even a pipe) for queries longer
+    than two seconds; in the CLI's JSON or a notebook's output it would be garbage.
+    (Checked in a plain process: under pytest's capture DuckDB starts without it.)"""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from nbmemory import Memory; "
+        "m = Memory(sys.argv[1], embedder='hash'); "
+        "print(m.store.fetchall(\"SELECT current_setting('enable_progress_bar')\")[0][0])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "quiet.duckdb")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    assert out.strip() == "False"

@@ -104,7 +104,14 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         raise translate(exc, path) or StoreError(
             f"cannot open the store {path}: {first_line(str(exc))}"
         ) from None
+    quiet(con)
     return con
+
+
+def quiet(con: duckdb.DuckDBPyConnection) -> None:
+    """No progress bar: DuckDB draws one on stdout for any query over two seconds,
+    even into a pipe, which would corrupt what a notebook or the CLI prints."""
+    con.execute("SET enable_progress_bar = false")
 
 
 #: What DuckDB says when the file system cannot take another byte.

@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 
 from ...errors import StoreError
+from ..files import quiet
 
 #: What ``LOAD`` takes -> the PyPI package that carries the extension.
 PACKAGES = {
@@ -45,13 +46,15 @@ def extension_directory() -> str:
 
 def connect() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB whose extensions come from :func:`extension_directory`."""
-    return duckdb.connect(
+    con = duckdb.connect(
         ":memory:",
         config={
             "extension_directory": extension_directory(),
             "autoinstall_known_extensions": False,
         },
     )
+    quiet(con)
+    return con
 
 
 def load(con: duckdb.DuckDBPyConnection, catalog: str) -> None:
