@@ -73,3 +73,27 @@ def test_signals_benchmark_runs_and_the_signals_act() -> None:
     latency, writes = (row.strip("|").split("|") for row in rows)
     assert len(latency) == 6 and int(latency[5]) > 0  # speaker hits in a top 50
     assert len(writes) == 4 and float(writes[1]) > 0 and float(writes[2]) > 0
+
+
+def test_lake_benchmark_runs_at_tiny_sizes(lake_catalog: str, tmp_path: Path) -> None:
+    """benchmarks/bench_lake.py on the test PostgreSQL at tiny sizes: the four tables,
+    and every throughput run verified (exactly the events written, no duplicates)."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_lake.py")]
+        + ["--catalog", lake_catalog, "--workdir", str(tmp_path), "--writes", "10"]
+        + ["--events", "300", "--commits", "30", "--lag-samples", "3", "--queries", "5"]
+        + ["--writers", "1", "2"],  # 4 writer processes too would pass a minute on 2 cores
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "| call | store | writers | events | events/s |" in out
+    assert "| rounds | found | lag p50 ms | lag max ms |" in out
+    assert "| store | load s (add_events + flush) | open + first search s |" in out
+    assert "| stage | seconds (writes + flush / compact / expire) | events | snapshots |" in out
+    assert out.count(": ok") == 6 and "WRONG" not in out  # 2 calls x (file + 1, 2 writers)
+    assert "| 3 | 3 |" in out  # every lag round found its event
+    assert "| lake / file |" in out

@@ -46,6 +46,7 @@ def _scenario(mem: Memory) -> dict:
             {"session_id": "b", "role": "user", "content": "The deploy key is in the vault"},
         ]
     )
+    mem.add_event("b", "user", "the aws id AKIAIOSFODNN7EXAMPLE and password: hunter2")
     e = mem.add_memory("I moved to Lisbon last May", session_id="a", importance=0.9)
     mem.add_event("b", "tool", "ls -la printed 12 files", tool_name="shell")
     assert mem.flush(timeout=30)
@@ -59,6 +60,7 @@ def _scenario(mem: Memory) -> dict:
     out["after edit"] = mem.search("Porto", limit=1)["content"].tolist()
     mem.delete(e.id)
     out["events"] = sorted(mem.events()["content"].tolist())
+    assert not any("hunter2" in text or "AKIAIOSFODNN7" in text for text in out["events"])
     mem.set_fact("user", "city", "Lisbon")
     mem.set_fact("user", "city", "Porto")
     mem.set_fact("user", "name", "John")
@@ -150,9 +152,10 @@ mem.close()
 
 
 def test_four_writers_and_a_reader_at_once_lose_and_repeat_nothing(lake_url: str) -> None:
-    """4 processes x N add_event at once (N = $NBMEMORY_LAKE_WRITES, 2,000 in CI), and a
-    reader calling get_context all along: exactly 4N events, every returned id
-    present, and the reader's indexes, kept fresh by the change feed, find them all."""
+    """4 processes x N add_event at once, and a reader calling get_context all along:
+    exactly 4N events, every returned id present, and the reader's indexes, kept
+    fresh by the change feed, find them all.  N is $NBMEMORY_LAKE_WRITES, 2,000 by
+    default (~6 minutes on 2 cores); ``.ci/run`` sets 500 to keep CI short."""
     count = int(os.environ.get("NBMEMORY_LAKE_WRITES", "2000"))
     with _open(lake_url):  # create the lake once, before the race
         pass
@@ -295,3 +298,20 @@ def test_magics_widgets_and_research_frames_work_on_a_lake(
     with Memory(embedder="hash") as from_env:
         assert isinstance(from_env.store, LakeStore)
         assert "I keep my bike in the blue shed" in from_env.events()["content"].tolist()
+
+
+def test_another_writers_memory_is_found_by_the_next_call(lake_url: str) -> None:
+    """Freshness as docs/lake.md states it: by keyword in the very next call of another
+    Memory (its own DuckDB, as another host's), by meaning once the writer's vector
+    commit landed (``flush()``)."""
+    with _open(lake_url) as a, _open(lake_url) as b:
+        b.search("warm up", limit=1)  # b's indexes are built before a writes
+        for n in range(5):
+            token = f"codeword{n}x{os.getpid()}"
+            a.add_event("s", "user", f"the code word is {token}")
+            assert b.search(token, limit=1, mode="keyword")["content"].tolist() == [
+                f"the code word is {token}"
+            ]
+        assert a.flush(timeout=30)
+        assert b.search("codeword3x", limit=5, mode="vector").shape[0] == 5
+        assert b.store.foreign_snapshots > 0
