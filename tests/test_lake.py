@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from child_process import expect, spawn
 
 from nbmemory import Memory
@@ -109,6 +110,7 @@ def test_the_api_answers_the_same_on_a_lake_as_on_a_file(lake_url: str, tmp_path
 
 _WRITER = """
 import json, sys
+import pytest
 from child_process import expect, spawn
 from nbmemory import Memory
 url, writer, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -126,6 +128,7 @@ mem.close()
 
 _READER = """
 import json, sys, time
+import pytest
 from child_process import expect, spawn
 from nbmemory import Memory
 url, total = sys.argv[1], int(sys.argv[2])
@@ -315,3 +318,20 @@ def test_another_writers_memory_is_found_by_the_next_call(lake_url: str) -> None
         assert a.flush(timeout=30)
         assert b.search("codeword3x", limit=5, mode="vector").shape[0] == 5
         assert b.store.foreign_snapshots > 0
+
+
+def test_purge_on_a_lake_names_what_does_its_job_and_deletes_nothing(
+    ip, lake_url: str, capsys
+) -> None:
+    from notebook_shell import one_line_usage_error, run
+
+    from nbmemory.errors import InvalidInput
+
+    with _open(lake_url) as mem:
+        mem.add_event("s", "user", "forget me")
+        with pytest.raises(InvalidInput, match="nbmemory lake expire"):
+            mem.purge()
+    run(ip, f"%config MemoryMagics.path = {lake_url!r}")
+    message = one_line_usage_error(ip, "%memory forget --all --purge", capsys)
+    assert "nbmemory lake expire" in message
+    assert run(ip, "%recall forget me")["content"].tolist() == ["forget me"]  # still there
