@@ -23,7 +23,7 @@ _MARKERS = {
     "model_path": "real_model",
     "real_embedder": "real_model",
     "locomo_dir": "locomo",
-    "lake_url": "lake",
+    "lake_catalog": "lake",  # and every fixture built on it (lake_url, ...)
 }
 
 

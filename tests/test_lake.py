@@ -158,7 +158,7 @@ def test_four_writers_and_a_reader_at_once_lose_and_repeat_nothing(lake_url: str
     """4 processes x N add_event at once, and a reader calling get_context all along:
     exactly 4N events, every returned id present, and the reader's indexes, kept
     fresh by the change feed, find them all.  N is $NBMEMORY_LAKE_WRITES, 2,000 by
-    default (~6 minutes on 2 cores); ``.ci/run`` sets 500 to keep CI short."""
+    default (CI's run: ~5 minutes on 2 cores); set it lower for a quick run."""
     count = int(os.environ.get("NBMEMORY_LAKE_WRITES", "2000"))
     with _open(lake_url):  # create the lake once, before the race
         pass
