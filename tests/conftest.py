@@ -112,6 +112,27 @@ def lake_url(lake_catalog: str, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def foreign_lake(lake_url: str):
+    """``lake_url`` made by another application (an ``orders`` table with one row);
+    yields a DuckDB connection attached to it as ``other``, to look at it afterwards."""
+    from nbmemory.store.lake import extensions, parse_lake_url
+
+    address = parse_lake_url(lake_url)
+    con = extensions.connect()
+    try:
+        extensions.load(con, "postgres")
+        con.execute(
+            f"ATTACH '{address.attach.replace(chr(39), chr(39) * 2)}' AS other"
+            f" (DATA_PATH '{address.data_path}', METADATA_SCHEMA '{address.metadata_schema}')"
+        )
+        con.execute("CREATE TABLE other.orders (id INTEGER, total DOUBLE)")
+        con.execute("INSERT INTO other.orders VALUES (1, 9.5)")
+        yield con
+    finally:
+        con.close()
+
+
+@pytest.fixture
 def store_path(tmp_path: Path) -> str:
     return str(tmp_path / "agent.duckdb")
 

@@ -306,22 +306,8 @@ def test_expire_forgets_old_snapshots_and_a_dry_run_changes_nothing(
 
 
 def test_another_applications_lake_is_one_line(
-    lake_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    lake_url: str, foreign_lake, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from nbmemory.store.lake import extensions, parse_lake_url
-
-    address = parse_lake_url(lake_url)
-    con = extensions.connect()
-    try:
-        extensions.load(con, "postgres")
-        attach = address.attach.replace("'", "''")
-        con.execute(
-            f"ATTACH '{attach}' AS other (DATA_PATH '{address.data_path}',"
-            f" METADATA_SCHEMA '{address.metadata_schema}')"
-        )
-        con.execute("CREATE TABLE other.orders (id INTEGER, total DOUBLE)")
-    finally:
-        con.close()
     for argv in (
         ["lake", "status", "--store", lake_url],
         ["lake", "compact", "--store", lake_url],

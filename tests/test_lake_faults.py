@@ -18,7 +18,6 @@ from disks import fill
 
 from nbmemory import Memory
 from nbmemory.errors import StoreError
-from nbmemory.store.lake import extensions
 
 POSTGRES = str(Path(__file__).resolve().parents[1] / ".ci" / "postgres")
 
@@ -44,26 +43,16 @@ def test_a_catalog_nobody_listens_on_is_one_line(lake_url: str) -> None:
     assert "\n" not in str(caught.value)
 
 
-def test_another_applications_lake_is_refused_and_left_as_it_is(lake_url: str) -> None:
-    from nbmemory.store.lake import parse_lake_url
-
-    address = parse_lake_url(lake_url)
-    con = extensions.connect()
-    extensions.load(con, "postgres")
-    attach = address.attach.replace("'", "''")
-    con.execute(
-        f"ATTACH '{attach}' AS other (DATA_PATH '{address.data_path}',"
-        f" METADATA_SCHEMA '{address.metadata_schema}')"
-    )
-    con.execute("CREATE TABLE other.orders (id INTEGER, total DOUBLE)")
-    con.execute("INSERT INTO other.orders VALUES (1, 9.5)")
+def test_another_applications_lake_is_refused_and_left_as_it_is(
+    lake_url: str, foreign_lake
+) -> None:
     with pytest.raises(StoreError, match="belongs to another application"):
         _open(lake_url)
-    tables = con.execute(
+    tables = foreign_lake.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'other'"
     ).fetchall()
     assert tables == [("orders",)]
-    con.close()
+    assert foreign_lake.execute("SELECT * FROM other.orders").fetchall() == [(1, 9.5)]
 
 
 def test_two_lakes_cannot_share_a_data_path(lake_url: str) -> None:
