@@ -126,7 +126,7 @@ class LakeStore(Store):
             # takes ~10-20 ms here, so a short wait growing slowly keeps writers
             # flowing.  Measured with 4 writers on 2 cores (benchmarks/bench_lake.py):
             # 1.5x gave 45 add_event/s but calls stalled up to 18-24 s; 1.1x gives
-            # 36/s with the slowest call ~1 s.
+            # 32-36/s with the slowest call 1-2 s.
             con.execute(f"SET ducklake_retry_wait_ms = {RETRY_WAIT_MS}")
             con.execute(f"SET ducklake_max_retry_count = {MAX_COMMIT_RETRIES}")
             con.execute(f"SET ducklake_retry_backoff = {RETRY_BACKOFF}")
