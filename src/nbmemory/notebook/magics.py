@@ -38,7 +38,6 @@ from ..errors import EmbedderError, NbMemoryError, StoreLocked
 from ..memory import Memory
 from ..retrieval import FastEmbedEmbedder, resolve_embedder
 from ..retrieval.embedders import model_state, model_unavailable
-from ..state.events import LAKE_PURGE
 from ..validation import check_limit, check_name, check_unit_interval
 from .display import MemoryStatus, RememberedEvent
 from .parsers import (
@@ -445,8 +444,8 @@ class MemoryMagics(Magics):
         has_filter = any(v is not None for v in filters.values()) or args.all
         if args.ids and has_filter:
             raise UsageError("%memory forget: give ids or filters, not both")
-        if args.purge and mem.store.backend != "file":  # before anything is deleted
-            raise UsageError(f"%memory forget --purge: {LAKE_PURGE}")
+        if args.purge:
+            mem.store.check_rewritable()  # before anything is deleted
         if args.purge and not args.ids and not has_filter:  # only the rewrite
             purged = mem.purge()
             print(f"rewrote {purged['path']}: {purged['bytes_after']:,} bytes")

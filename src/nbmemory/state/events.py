@@ -8,16 +8,10 @@ from typing import Any
 import pandas as pd
 
 from ..core import Core
-from ..errors import InvalidInput, MemoryNotFound
+from ..errors import MemoryNotFound
 from ..events import Event, build_row, build_rows
 from ..store import READ_COLUMNS
 from ..validation import check_limit, check_name, date_range, scope_filters
-
-#: Why a lake has no purge, and what does its job there.
-LAKE_PURGE = (
-    "purge rewrites a DuckDB file; a lake keeps forgotten text in its older snapshots "
-    "until they expire: run nbmemory lake expire --older-than 0s, then nbmemory lake compact"
-)
 
 
 class EventLog:
@@ -149,8 +143,7 @@ class EventLog:
         stays as it was, and so do backups and copies of the file).
         """
         store = self.core.store
-        if store.backend != "file":
-            raise InvalidInput(LAKE_PURGE)
+        store.check_rewritable()
         before = os.path.getsize(store.path) if store.path != ":memory:" else 0
         store.rewrite()
         after = os.path.getsize(store.path) if store.path != ":memory:" else 0

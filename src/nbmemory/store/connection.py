@@ -337,6 +337,9 @@ class Store:
         """Tell every cache that anything may have changed (another writer, plain SQL)."""
         self.changed(Change(unknown=True))
 
+    def check_rewritable(self) -> None:
+        """Raise, before anything is deleted, when :meth:`rewrite` cannot do its job here."""
+
     def rewrite(self) -> None:
         """Rewrite the file from its live rows, so freed blocks are gone from its bytes.
 

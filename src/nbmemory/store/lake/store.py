@@ -369,8 +369,16 @@ class LakeStore(Store):
             raise translated from None
         super()._failed(exc)
 
+    def check_rewritable(self) -> None:
+        """A lake has no file to rewrite: old text lives in older snapshots until they expire."""
+        raise InvalidInput(
+            "purge rewrites a DuckDB file; a lake keeps forgotten text in its older snapshots "
+            "until they expire: run nbmemory lake expire --older-than 0s, then nbmemory lake "
+            "compact"
+        )
+
     def rewrite(self) -> None:
-        """A lake forgets freed data with ``nbmemory lake expire``, not by rewriting a file."""
+        self.check_rewritable()
 
     # -- the change feed ----------------------------------------------------------------
     def current_snapshot(self) -> int:
