@@ -28,6 +28,23 @@ def timings(fn: Callable[[int], object], repeat: int, warmup: int = 2) -> list[f
     return out
 
 
+def interleaved(
+    fns: Sequence[Callable[[int], object]], repeat: int, warmup: int = 2
+) -> list[list[float]]:
+    """Seconds per call of each ``fn(i)``, the functions called in turn (a, b, a, b, ...):
+    on a shared machine whose speed drifts, their ratio stays fair."""
+    for i in range(warmup):
+        for fn in fns:
+            fn(i)
+    out: list[list[float]] = [[] for _ in fns]
+    for i in range(repeat):
+        for fn, times in zip(fns, out, strict=True):
+            start = time.perf_counter()
+            fn(i)
+            times.append(time.perf_counter() - start)
+    return out
+
+
 def p50(values: Sequence[float]) -> float:
     return statistics.median(values)
 

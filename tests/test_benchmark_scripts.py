@@ -97,3 +97,21 @@ def test_lake_benchmark_runs_at_tiny_sizes(lake_catalog: str, tmp_path: Path) ->
     assert out.count(": ok") == 6 and "WRONG" not in out  # 2 calls x (file + 1, 2 writers)
     assert "| 3 | 3 |" in out  # every lag round found its event
     assert "| lake / file |" in out
+
+
+def test_search_benchmark_runs_and_its_answers_are_exact() -> None:
+    """benchmarks/bench_search.py at a tiny size: every table, the top-k equal to numpy's,
+    and the cold opens (saved and rebuilt indexes) answering in new processes."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_search.py")]
+        + ["--sizes", "3000", "--queries", "10"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| 3,000 |" in out and "| yes |" in out
+    for table in ("filtered / unfiltered", "hybrid s (rebuilt)", "hybrid / vector"):
+        assert table in out

@@ -75,6 +75,12 @@ class Settings:
     #: hybrid: on a "when" question, a turn that places something in time scores x (1 + w)
     time_weight: float = 0.3
     hybrid_candidates: int = 50
+    #: Save the in-memory indexes beside the store file (``<store>.nbmemory-index/``)
+    #: so a new process loads them instead of rebuilding: seconds instead of a
+    #: minute at a million memories.  Only indexes of at least
+    #: ``index_cache_min_rows`` rows are saved (smaller ones build in well under a second).
+    index_cache: bool = True
+    index_cache_min_rows: int = 20_000
     #: With a reranker (``Memory(reranker=...)``): how many of the best candidates it re-scores
     rerank_top_n: int = 20
     relevance_threshold_explicit: bool | None = field(default=None, repr=False, compare=False)

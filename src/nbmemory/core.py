@@ -16,6 +16,7 @@ from typing import Any
 
 from .config import Settings
 from .retrieval import Embedder, EmbeddingWorker, Indexes, Retriever, WorkingMemory
+from .retrieval.index_cache import IndexCache
 from .retrieval.rerank import Reranker
 from .store import Store, Writer
 from .validation import check_name, utcnow
@@ -75,7 +76,12 @@ def build_core(
         return holder[0]
 
     writer = Writer(store, actor=actor, clock=lambda: current().clock())
-    indexes = Indexes(store)
+    cache = None
+    if settings.index_cache and store.backend == "file" and store.path != ":memory:":
+        cache = IndexCache(
+            store.path, min_rows=settings.index_cache_min_rows, read_only=store.read_only
+        )
+    indexes = Indexes(store, cache)
     working = WorkingMemory(store, settings.working_memory_cap)
     worker = None
     if not store.read_only:

@@ -168,3 +168,11 @@ class ModelUnavailable(EmbedderError):
     def explain(self, advice: str) -> str:
         """The message of this failure with another ``advice`` (what to do next)."""
         return f"could not load the embedding model {self.model}: {self.reason}. {advice}"
+
+
+class LargeStoreWarning(UserWarning):
+    """A store's in-memory vector index needs more than half of this machine's memory.
+
+    Search still works, exactly, but the matrix pages to disk (or the process runs
+    out of memory) long before it answers fast.  Raised as a warning, once per index.
+    """

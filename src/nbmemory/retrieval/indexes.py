@@ -10,21 +10,62 @@ and a change is never applied twice.
 
 from __future__ import annotations
 
+import logging
+import os
+import warnings
+
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import LargeStoreWarning
 from ..store import Change, Store
+from .index_cache import MAX_TAIL, IndexCache
 from .keyword_index import KeywordIndex
-from .vector_index import VectorIndex, normalise_rows
+from .vector_index import VectorIndex, normalise_in_place
+
+log = logging.getLogger(__name__)
+
+#: Share of the machine's memory the vector matrix may need before a warning says so.
+MEMORY_SHARE = 0.5
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM of this machine (None where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def warn_if_too_large(rows: int, dim: int) -> bool:
+    """Warn (and say so) when ``rows`` vectors of ``dim`` float32 need over half of the RAM."""
+    need = rows * dim * 4
+    total = physical_memory()
+    if total and need > total * MEMORY_SHARE:
+        warnings.warn(
+            LargeStoreWarning(
+                f"the vectors of {rows:,} memories need {need / 2**30:.1f} GB in memory, over "
+                f"half of this machine's {total / 2**30:.1f} GB: search will page to disk or "
+                "run out of memory; split the memories over several stores (one per agent or "
+                "project), or search with mode='keyword' (see docs/performance.md, Large stores)"
+            ),
+            stacklevel=4,
+        )
+        return True
+    return False
 
 
 class Indexes:
     """The vector indexes (by model) and the keyword index of one store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, cache: IndexCache | None = None) -> None:
         self.store = store
+        #: Where the indexes are saved between processes (None: they are not).
+        self.cache = cache
         self._vectors: dict[str, VectorIndex] = {}
         self._keywords = KeywordIndex()
+        self._warned: set[str] = set()  # models whose size was warned about
         store.listen(self.follow)
 
     def vectors(self, model: str) -> VectorIndex:
@@ -37,6 +78,9 @@ class Indexes:
             with self.store._lock, index._lock:  # lock order: store, then index
                 if index.stale:
                     self._build_vectors(index)
+                    self._unless_committed(index)
+                    if model not in self._warned and warn_if_too_large(len(index), index.dim or 0):
+                        self._warned.add(model)
         return index
 
     def keywords(self) -> KeywordIndex:
@@ -46,36 +90,118 @@ class Indexes:
         if index.stale:
             with self.store._lock, index._lock:
                 if index.stale:
-                    index.rebuild(self.store.events.text_rows())
+                    self._fill_keywords(index)
                     self._unless_committed(index)
         return index
 
+    def _fill_keywords(self, index: KeywordIndex) -> None:
+        """From the saved copy plus the rows added since when it still matches the
+        table, else from the table in bulk (and then saved)."""
+        cache = self.cache
+        if cache is not None and self._load_keywords(index, cache):
+            return
+        table = self.store.events.text_table()
+        index.rebuild_columns(
+            table.column("id").to_pylist(),
+            table.column("namespace"),
+            table.column("session_id"),
+            table.column("content").to_pylist(),
+            table.column("created").to_numpy(),
+            table.column("seq").to_numpy(),
+        )
+        if cache is not None and not self.store.in_transaction:
+            cache.save_keywords(index.to_arrays(), table.column("h").to_numpy())
+
+    def _load_keywords(self, index: KeywordIndex, cache: IndexCache) -> bool:
+        saved = cache.load_keywords()
+        if saved is None:
+            return False
+        seqs, hashes = self.store.events.text_hashes()
+        n = len(saved.hashes)
+        tail = len(hashes) - n
+        if tail < 0 or tail > n * MAX_TAIL or not np.array_equal(hashes[:n], saved.hashes):
+            return False
+        try:
+            index.load_arrays(saved.arrays)
+        except (ValueError, KeyError, IndexError) as exc:
+            log.info("not using the saved keyword index: %s", exc)
+            return False
+        if tail:
+            index.add(self.store.events.text_rows_of(seqs[n:].tolist()))
+        return True
+
     def _build_vectors(self, index: VectorIndex) -> None:
+        """Fill the index from its saved copy when that still matches the table, else
+        from the table (and save it)."""
+        cache = self.cache
+        if cache is not None and self._load_vectors(index, cache):
+            return
+        self._read_vectors(index)
+        if cache is not None and index.dim and not self.store.in_transaction:
+            ids, hashes = self.store.vectors.hashes(index.model, index.dim)
+            state = index.state()
+            if ids == state[0]:  # the table's order: what the next process compares
+                cache.save_vectors(index.model, *state, hashes)
+
+    def _load_vectors(self, index: VectorIndex, cache: IndexCache) -> bool:
+        saved = cache.load_vectors(index.model)
+        if saved is None:
+            return False
+        ids, hashes = self.store.vectors.hashes(index.model, saved.matrix.shape[1])
+        n = len(saved.ids)
+        tail = len(hashes) - n
+        if (
+            tail < 0
+            or tail > n * MAX_TAIL
+            or ids[:n] != saved.ids
+            or not np.array_equal(hashes[:n], saved.hashes)
+        ):
+            return False
+        index.load(saved.ids, saved.namespaces, saved.codes, saved.matrix)
+        if tail:
+            rows = self.store.vectors.rows_of(index.model, ids[n:])
+            order = {event_id: i for i, event_id in enumerate(rows.column(0).to_pylist())}
+            rows = rows.take([order[event_id] for event_id in ids[n:]])
+            dim = saved.matrix.shape[1]
+            block = rows.column(2).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            index.upsert(ids[n:], rows.column(1).to_pylist(), block.reshape(-1, dim))
+        return True
+
+    def _read_vectors(self, index: VectorIndex) -> None:
         """Fill the index from the table, a batch at a time into one preallocated matrix
-        (normalised in place): memory holds the vectors once, not three times."""
-        count, dim = self.store.vectors.shape(index.model)
-        dim = dim or index.dim or 0
-        matrix = np.empty((count, dim), dtype=np.float32)
+        normalised in place: memory holds the vectors once, not three times."""
+        matrix = np.empty(
+            (self.store.vectors.embedded_count(index.model), index.dim or 0), np.float32
+        )
         ids: list[str] = []
-        namespaces: list[str] = []
+        namespaces: list[pa.Array] = []
         filled = 0
+        dim: int | None = None
         for batch in self.store.vectors.batches(index.model):
             lists = batch.column(2)
-            keep = pc.equal(pc.list_value_length(lists), dim)
-            if not pc.all(keep).as_py():  # a stray vector of another size is never compared
+            lengths = pc.list_value_length(lists)
+            if dim is None:  # the length most vectors have (a stray one is never compared)
+                dim = int(pc.mode(lengths)[0]["mode"].as_py() or 0) if len(batch) else None
+                if dim is None:
+                    continue
+                matrix = np.empty((len(matrix), dim), np.float32)
+            keep = pc.equal(lengths, dim)
+            if not pc.all(keep).as_py():
                 batch = batch.filter(keep)
                 lists = batch.column(2)
             block = lists.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
-            if filled + len(block) > len(matrix):  # another writer added rows since shape()
+            if filled + len(block) > len(matrix):  # another writer added rows since count()
                 grown = np.empty((max(2 * len(matrix), filled + len(block)), dim), np.float32)
                 grown[:filled] = matrix[:filled]
                 matrix = grown
-            matrix[filled : filled + len(block)] = normalise_rows(block)
+            target = matrix[filled : filled + len(block)]
+            target[:] = block
+            normalise_in_place(target)
             filled += len(block)
             ids += batch.column(0).to_pylist()
-            namespaces += batch.column(1).to_pylist()
-        index.rebuild(ids, namespaces, matrix[:filled], normalised=True)
-        self._unless_committed(index)
+            namespaces.append(batch.column(1))
+        names = pa.chunked_array(namespaces).combine_chunks() if namespaces else []
+        index.rebuild(ids, names, matrix[:filled], normalised=True)
 
     def _unless_committed(self, index: VectorIndex | KeywordIndex) -> None:
         # built inside an open transaction, it may hold rows a rollback removes
@@ -88,6 +214,8 @@ class Indexes:
         if change.unknown:
             self.invalidate()
             return
+        if self.cache is not None and (change.deleted or change.retexted or change.unvectored):
+            self.cache.discard()  # the saved copies may hold what was just forgotten
         self._follow_vectors(change)
         keywords = self._keywords
         with keywords._lock:

@@ -3,12 +3,17 @@
 Why our own index: DuckDB's ``fts`` extension builds a static index that must be
 rebuilt by hand after every change (and is not installable offline for DuckDB
 2.0), and the Python libraries (``bm25s``, ``rank-bm25``) index a fixed corpus
-too.  Memory changes on every ``add_event``, so this is a small incremental
-inverted index: postings per term, BM25 statistics per namespace (one
-namespace's documents never change another's scores), documents added and
-removed one by one.  Like :mod:`nbmemory.retrieval.vector_index` it is a cache
-kept in step by the store's change announcements; when a change cannot be
-applied it is marked stale, and the next search rebuilds it from the table.
+too.  ``tantivy`` (Rust, on disk) was measured against this index
+(``benchmarks/bench_keyword_engines.py``): it opens instantly and builds faster,
+but makes a searchable document cost a commit (8-20 ms each, against ~40 us
+here) and its analysers find less on LoCoMo (recall@10 0.564 against 0.596).
+Memory changes on every ``add_event``, so this is an incremental inverted index:
+BM25 statistics per namespace (one namespace's documents never change another's
+scores), documents added and removed one by one, and a bulk build in numpy that
+can be saved and loaded as arrays (:mod:`nbmemory.retrieval.index_cache`).  Like
+:mod:`nbmemory.retrieval.vector_index` it is a cache kept in step by the store's
+change announcements; when a change cannot be applied it is marked stale, and
+the next search rebuilds it from the table.
 
 It also knows each document's place in its session (by ``created_at``, then
 insertion order), which gives the "neighbouring turns" signal of hybrid search.
@@ -23,10 +28,13 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from .encoding import codes_of, pack_strings, unpack_strings
 from .vector_index import positions_mask
 
 K1 = 1.2
@@ -154,7 +162,7 @@ _WHEN_RE = re.compile(
 )
 
 
-#: Every match of ``_TIME_RE`` holds one of these words (lower-cased) or a digit:
+#: Every match of ``_TIME_RE`` holds one of these words (lower-cased), "19", "20" or "/":
 #: a text with neither is not searched (the regex costs ~15 µs a text, most have none).
 _TIME_WORDS = frozenset(
     w.lower()
@@ -165,7 +173,6 @@ _TIME_WORDS = frozenset(
         + ["last", "next", "this", "past", "coming"]
     )
 )
-_DIGIT_RE = re.compile(r"\d")
 
 
 def mentions_time(content: str | None) -> bool:
@@ -176,7 +183,8 @@ def mentions_time(content: str | None) -> bool:
 
 def _mentions_time(text: str, words: list[str]) -> bool:
     """:func:`mentions_time` of ``text`` whose lower-cased words are ``words``."""
-    if _DIGIT_RE.search(text) is None and _TIME_WORDS.isdisjoint(words):
+    # a year starts "19" or "20", a date holds "/": substring tests, no regex
+    if "/" not in text and "19" not in text and "20" not in text and _TIME_WORDS.isdisjoint(words):
         return False
     return bool(_TIME_RE.search(text))
 
@@ -228,13 +236,47 @@ def _term(word: str) -> str:
     return word
 
 
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+#: The order of a document without a time: before every dated one.
+_NO_TIME = -(2**62)
+#: Cached word -> term id entries before the cache starts again (words are unbounded).
+_WORD_CACHE_SIZE = 500_000
+
+
+def micros(value: Any) -> int:
+    """A ``created_at`` as an orderable integer: microseconds since 1970 for a
+    datetime (aware ones in UTC), the number itself for a number, very early for None."""
+    if value is None:
+        return _NO_TIME
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return (value - _EPOCH) // _MICROSECOND
+    if isinstance(value, date):
+        return (datetime.combine(value, datetime.min.time()) - _EPOCH) // _MICROSECOND
+    return int(value)
+
+
 class KeywordIndex:
-    """BM25 over the content of events, per namespace, with session neighbours."""
+    """BM25 over the content of events, per namespace, with session neighbours.
+
+    Postings live in two tiers.  The *frozen* tier is three flat arrays, grouped by
+    term (offsets, document positions, term frequencies): built in bulk with numpy
+    from a full read of the table, and saved and loaded as arrays
+    (:mod:`nbmemory.retrieval.index_cache`).  Documents added since go to the *new*
+    tier, a pair of growable arrays per term; it merges into the frozen one when it
+    holds half as many postings, and when half the documents are dead.  Document
+    frequencies are counted at query time from the live postings of the asked
+    namespace, so forgetting a document is clearing one flag.
+    """
 
     def __init__(self) -> None:
         #: True until built, and whenever the table changed in a way not applied here.
         self.stale = True
         self.rebuilds = 0
+        #: Times it was filled from a saved copy instead of the table.
+        self.loads = 0
         self._lock = threading.RLock()
         self._reset()
 
@@ -242,152 +284,498 @@ class KeywordIndex:
         self._ids: list[str | None] = []
         self._pos: dict[str, int] = {}
         self._size = 0
-        self._ns_codes = np.zeros(1024, dtype=np.int32)
-        self._lengths = np.zeros(1024, dtype=np.float32)
-        self._alive = np.zeros(1024, dtype=bool)
-        self._timed = np.zeros(1024, dtype=bool)
-        self._terms: list[tuple[tuple[str, int], ...]] = []
-        self._sessions: list[tuple[int, str]] = []
-        self._order: list[tuple[Any, int]] = []
+        self._allocate(1024)
         self._ns: dict[str, int] = {}
-        self._postings: dict[str, tuple[array, array]] = {}
-        self._df: Counter[tuple[int, str]] = Counter()
         self._docs: Counter[int] = Counter()
         self._total_len: Counter[int] = Counter()
-        self._session_docs: dict[tuple[int, str], list[tuple[Any, int, int]]] = {}
-        self._speakers: list[str | None] = []
-        #: (namespace code, speaker) -> live documents by that speaker
-        self._speaker_docs: Counter[tuple[int, str]] = Counter()
+        self._speaker_names: list[str] = []
+        self._speaker_codes: dict[str, int] = {}
+        #: (namespace code, speaker code) -> live documents by that speaker
+        self._speaker_docs: Counter[tuple[int, int]] = Counter()
+        self._session_keys: list[tuple[int, str]] = []
+        self._session_codes: dict[tuple[int, str], int] = {}
+        self._vocab: list[str] = []
+        self._term_ids: dict[str, int] = {}
+        #: lower-cased word -> term id (-1: a stop word)
+        self._word_ids: dict[str, int] = {}
+        # the frozen tier, and the frozen documents in session order
+        self._offsets = np.zeros(1, dtype=np.int64)
+        self._post_docs = np.zeros(0, dtype=np.int32)
+        self._post_tfs = np.zeros(0, dtype=np.float32)
+        self._frozen = 0  # documents [0, _frozen) are in _order
+        self._order = np.zeros(0, dtype=np.int32)  # by (session, created, seq, position)
+        self._order_sessions = np.zeros(0, dtype=np.int32)  # the session of each entry
+        self._rank = np.zeros(0, dtype=np.int32)  # position -> its entry in _order
+        # the new tier; sessions that gained a document since, in order
+        self._postings: dict[int, tuple[array, array]] = {}
+        self._new_postings = 0
+        self._touched: dict[int, list[tuple[int, int, int]]] = {}
+        #: namespace code -> (statistics it was computed for, length norms)
+        self._norms: dict[int, tuple[tuple[int, int, int, int], np.ndarray]] = {}
+
+    def _allocate(self, capacity: int) -> None:
+        self._ns_codes = np.zeros(capacity, dtype=np.int32)
+        self._lengths = np.zeros(capacity, dtype=np.float32)
+        self._alive = np.zeros(capacity, dtype=bool)
+        self._timed = np.zeros(capacity, dtype=bool)
+        self._speakers = np.full(capacity, -1, dtype=np.int32)
+        self._sessions = np.zeros(capacity, dtype=np.int32)
+        self._created = np.zeros(capacity, dtype=np.int64)
+        self._seq = np.zeros(capacity, dtype=np.int64)
+
+    _PER_DOCUMENT = (
+        "_ns_codes",
+        "_lengths",
+        "_alive",
+        "_timed",
+        "_speakers",
+        "_sessions",
+        "_created",
+        "_seq",
+    )
 
     def __len__(self) -> int:
         return len(self._pos)
 
+    # -- codes -----------------------------------------------------------------------
+    def _word_id(self, word: str) -> int:
+        tid = self._word_ids.get(word)
+        if tid is None:
+            term = _term(word)
+            tid = self._term_id(term) if term else -1
+            if len(self._word_ids) >= _WORD_CACHE_SIZE:
+                self._word_ids.clear()
+            self._word_ids[word] = tid
+        return tid
+
+    def _term_id(self, term: str) -> int:
+        tid = self._term_ids.get(term)
+        if tid is None:
+            tid = self._term_ids[term] = len(self._vocab)
+            self._vocab.append(term)
+        return tid
+
+    def _word_term_ids(self, words: list[str]) -> list[int]:
+        tids = list(map(self._word_ids.get, words))
+        if None in tids:
+            tids = [self._word_id(word) for word in words]
+        return tids  # type: ignore[return-value]
+
+    def _speaker_code(self, speaker: str | None) -> int:
+        if speaker is None:
+            return -1
+        code = self._speaker_codes.get(speaker)
+        if code is None:
+            code = self._speaker_codes[speaker] = len(self._speaker_names)
+            self._speaker_names.append(speaker)
+        return code
+
+    def _session_code(self, key: tuple[int, str]) -> int:
+        code = self._session_codes.get(key)
+        if code is None:
+            code = self._session_codes[key] = len(self._session_keys)
+            self._session_keys.append(key)
+        return code
+
     # -- keeping in step ---------------------------------------------------------------
     def rebuild(self, rows: Iterable[Sequence[Any]]) -> None:
         """Replace the content: rows of (id, namespace, session_id, content, created_at, seq)."""
+        rows = [row for row in rows if row[3] is not None]
+        self.rebuild_columns(
+            [str(row[0]) for row in rows],
+            [row[1] for row in rows],
+            [row[2] for row in rows],
+            [row[3] for row in rows],
+            np.array([micros(row[4]) for row in rows], dtype=np.int64),
+            np.array(
+                [n if row[5] is None else int(row[5]) for n, row in enumerate(rows)],
+                dtype=np.int64,
+            ),
+        )
+
+    def rebuild_columns(
+        self,
+        ids: list[str],
+        namespaces: Sequence[str] | pa.Array,
+        sessions: Sequence[str] | pa.Array,
+        contents: Sequence[str | None],
+        created: np.ndarray,
+        seqs: np.ndarray,
+    ) -> None:
+        """Replace the content from columns (``created`` as :func:`micros`), in bulk."""
         with self._lock:
             self._reset()
-            self.add(rows)
+            if len(set(ids)) != len(ids):  # the same id twice: the later row wins, one by one
+                self._allocate(max(1024, len(ids)))
+                names = namespaces.to_pylist() if isinstance(namespaces, pa.Array) else namespaces
+                keys = sessions.to_pylist() if isinstance(sessions, pa.Array) else sessions
+                for row in zip(ids, names, keys, contents, created, seqs, strict=True):
+                    self._add_row(*row)
+            else:
+                self._build(ids, namespaces, sessions, contents, created, seqs)
             self.stale = False
             self.rebuilds += 1
 
+    def _build(
+        self,
+        ids: list[str],
+        namespaces: Sequence[str] | pa.Array,
+        sessions: Sequence[str] | pa.Array,
+        contents: Sequence[str | None],
+        created: np.ndarray,
+        seqs: np.ndarray,
+    ) -> None:
+        n = len(ids)
+        self._allocate(max(1024, n))
+        flat = array("i")
+        counts = np.zeros(n, dtype=np.int64)
+        speakers = self._speakers
+        timed = self._timed
+        find_words = _WORD_RE.findall
+        for i, content in enumerate(contents):
+            text = content or ""
+            words = find_words(text.lower())
+            tids = self._word_term_ids(words)
+            flat.extend(tids)
+            counts[i] = len(tids)
+            speaker = speaker_of(text)
+            if speaker is not None:
+                speakers[i] = self._speaker_code(speaker)
+            if _mentions_time(text, words):
+                timed[i] = True
+        ns_codes, ns_names = codes_of(namespaces)
+        self._ns = {name: code for code, name in enumerate(ns_names)}
+        session_ids, session_names = codes_of(sessions)
+        pair = ns_codes.astype(np.int64) * max(1, len(session_names)) + session_ids
+        unique_pairs, session_codes = np.unique(pair, return_inverse=True)
+        width = max(1, len(session_names))
+        self._session_keys = [
+            (int(p // width), session_names[int(p % width)]) for p in unique_pairs.tolist()
+        ]
+        self._session_codes = {key: code for code, key in enumerate(self._session_keys)}
+        tokens = np.frombuffer(flat, dtype=np.int32) if len(flat) else np.zeros(0, np.int32)
+        doc_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+        kept = tokens >= 0
+        tokens, doc_of = tokens[kept], doc_of[kept]
+        lengths = np.bincount(doc_of, minlength=n)
+        key = tokens.astype(np.int64) * max(n, 1) + doc_of
+        unique_keys, tfs = np.unique(key, return_counts=True)
+        terms = unique_keys // max(n, 1)
+        self._post_docs = (unique_keys % max(n, 1)).astype(np.int32)
+        self._post_tfs = tfs.astype(np.float32)
+        self._offsets = np.zeros(len(self._vocab) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=len(self._vocab)), out=self._offsets[1:])
+        self._ids = list(ids)
+        self._pos = {event_id: i for i, event_id in enumerate(ids)}
+        self._size = n
+        self._ns_codes[:n] = ns_codes
+        self._lengths[:n] = lengths
+        self._alive[:n] = True
+        self._sessions[:n] = session_codes
+        self._created[:n] = created
+        self._seq[:n] = seqs
+        self._count_documents()
+        self._sort_sessions(n)
+
+    def _count_documents(self) -> None:
+        """The per-namespace and per-speaker counts, from the live documents."""
+        n = self._size
+        alive = self._alive[:n]
+        codes = self._ns_codes[:n][alive]
+        width = max(1, len(self._ns))
+        self._docs = Counter(
+            {c: int(v) for c, v in enumerate(np.bincount(codes, minlength=width)) if v}
+        )
+        totals = np.bincount(codes, weights=self._lengths[:n][alive], minlength=width)
+        self._total_len = Counter({c: int(v) for c, v in enumerate(totals) if v})
+        speakers = self._speakers[:n][alive]
+        spoken = speakers >= 0
+        pairs = codes[spoken].astype(np.int64) * (len(self._speaker_names) + 1) + speakers[spoken]
+        values, counts = np.unique(pairs, return_counts=True)
+        width = len(self._speaker_names) + 1
+        self._speaker_docs = Counter(
+            {
+                (int(v // width), int(v % width)): int(c)
+                for v, c in zip(values.tolist(), counts.tolist(), strict=True)
+            }
+        )
+
+    def _sort_sessions(self, n: int) -> None:
+        """Put documents [0, n) in session order (the frozen order)."""
+        positions = np.arange(n, dtype=np.int64)
+        sessions = self._sessions[:n]
+        self._order = np.lexsort((positions, self._seq[:n], self._created[:n], sessions)).astype(
+            np.int32
+        )
+        self._order_sessions = sessions[self._order]
+        self._rank = np.empty(n, dtype=np.int32)
+        self._rank[self._order] = np.arange(n, dtype=np.int32)
+        self._frozen = n
+        self._touched = {}
+
     def add(self, rows: Iterable[Sequence[Any]]) -> None:
         """Index rows of (id, namespace, session_id, content, created_at, seq)."""
-        for event_id, namespace, session_id, content, created_at, seq in rows:
-            text = content or ""
-            words = _WORD_RE.findall(text.lower())
-            self._add_doc(
-                event_id,
-                namespace,
-                session_id,
-                tuple(Counter(_terms(words)).items()),
-                created_at,
-                seq,
-                speaker_of(content),
-                _mentions_time(text, words),
-            )
+        with self._lock:
+            for event_id, namespace, session_id, content, created_at, seq in rows:
+                self._add_row(event_id, namespace, session_id, content, micros(created_at), seq)
+            if self._new_postings > max(65_536, len(self._post_docs) // 2):
+                self._freeze()
 
-    def _add_doc(
+    def _add_row(
         self,
         event_id: str,
         namespace: str,
         session_id: str,
-        terms: tuple[tuple[str, int], ...],
-        created_at: Any,
+        content: str | None,
+        created: int,
         seq: Any,
-        speaker: str | None = None,
-        timed: bool = False,
     ) -> None:
         if event_id in self._pos:
             self.remove([event_id])
+        text = content or ""
+        words = _WORD_RE.findall(text.lower())
+        terms = Counter(tid for tid in self._word_term_ids(words) if tid >= 0)
         pos = self._size
         if pos == len(self._alive):
             self._grow()
         code = self._ns.setdefault(namespace, len(self._ns))
-        length = sum(tf for _, tf in terms)
+        length = sum(terms.values())
+        speaker = self._speaker_code(speaker_of(text))
+        session = self._session_code((code, session_id))
         self._ids.append(event_id)
         self._pos[event_id] = pos
         self._ns_codes[pos] = code
         self._lengths[pos] = float(length)
         self._alive[pos] = True
-        self._timed[pos] = timed
+        self._timed[pos] = _mentions_time(text, words)
+        self._speakers[pos] = speaker
+        self._sessions[pos] = session
+        self._created[pos] = created = int(created)
+        self._seq[pos] = order = pos if seq is None else int(seq)
         self._size += 1
-        self._terms.append(terms)
-        self._speakers.append(speaker)
-        if speaker is not None:
+        if speaker >= 0:
             self._speaker_docs[(code, speaker)] += 1
-        key = (code, session_id)
-        order = (created_at, seq if seq is not None else pos)
-        self._sessions.append(key)
-        self._order.append(order)
-        bisect.insort(self._session_docs.setdefault(key, []), (order[0], order[1], pos))
+        bisect.insort(self._session_list(session), (created, order, pos))
         self._docs[code] += 1
         self._total_len[code] += length
-        for term, tf in terms:
-            postings = self._postings.get(term)
-            if postings is None:
-                postings = self._postings[term] = (array("i"), array("f"))
-            postings[0].append(pos)
-            postings[1].append(float(tf))
-            self._df[(code, term)] += 1
+        postings = self._postings
+        for tid, tf in terms.items():
+            entry = postings.get(tid)
+            if entry is None:
+                entry = postings[tid] = (array("i"), array("f"))
+            entry[0].append(pos)
+            entry[1].append(float(tf))
+        self._new_postings += len(terms)
 
-    def compact(self) -> None:
-        """Re-index the live documents only (from their stored terms, no re-tokenising)."""
-        names = {code: name for name, code in self._ns.items()}
-        live = [
-            (
-                str(self._ids[pos]),
-                names[int(self._ns_codes[pos])],
-                self._sessions[pos][1],
-                self._terms[pos],
-                *self._order[pos],
-                self._speakers[pos],
-                bool(self._timed[pos]),
+    def _session_list(self, session: int) -> list[tuple[int, int, int]]:
+        """The live documents of a session in order, as a list that takes new ones."""
+        docs = self._touched.get(session)
+        if docs is None:
+            lo, hi = np.searchsorted(self._order_sessions, [session, session + 1])
+            members = self._order[lo:hi]
+            members = members[self._alive[members]]
+            docs = self._touched[session] = list(
+                zip(
+                    self._created[members].tolist(),
+                    self._seq[members].tolist(),
+                    members.tolist(),
+                    strict=True,
+                )
             )
-            for pos in sorted(self._pos.values())
-        ]
-        self._reset()
-        for doc in live:
-            self._add_doc(*doc)
+        return docs
 
     def _grow(self) -> None:
         capacity = len(self._alive) * 2
-        for name in ("_ns_codes", "_lengths", "_alive", "_timed"):
+        for name in self._PER_DOCUMENT:
             old = getattr(self, name)
-            new = np.zeros(capacity, dtype=old.dtype)
+            new = np.full(capacity, -1, dtype=old.dtype) if name == "_speakers" else None
+            if new is None:
+                new = np.zeros(capacity, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
+
+    def compact(self) -> None:
+        """Merge the new tier into the frozen one and drop the dead documents."""
+        with self._lock:
+            self._freeze()
+
+    def _freeze(self) -> None:
+        n = self._size
+        alive = self._alive[:n]
+        live = np.flatnonzero(alive)
+        renumber = np.full(max(n, 1), -1, dtype=np.int64)
+        renumber[live] = np.arange(live.size)
+        frozen_terms = np.repeat(
+            np.arange(len(self._offsets) - 1, dtype=np.int64), np.diff(self._offsets)
+        )
+        terms = [frozen_terms]
+        docs = [self._post_docs.astype(np.int64)]
+        tfs = [self._post_tfs]
+        for tid, (positions, frequencies) in self._postings.items():
+            terms.append(np.full(len(positions), tid, dtype=np.int64))
+            docs.append(np.frombuffer(positions, dtype=np.int32).astype(np.int64))
+            tfs.append(np.frombuffer(frequencies, dtype=np.float32))
+        term, doc, tf = np.concatenate(terms), np.concatenate(docs), np.concatenate(tfs)
+        kept = alive[doc] if doc.size else np.zeros(0, dtype=bool)
+        term, doc, tf = term[kept], renumber[doc[kept]], tf[kept]
+        # terms no live document holds are dropped: the vocabulary does not only grow
+        counts = np.bincount(term, minlength=len(self._vocab))
+        used = np.flatnonzero(counts)
+        new_id = np.full(len(self._vocab), -1, dtype=np.int64)
+        new_id[used] = np.arange(used.size)
+        term = new_id[term]
+        order = np.lexsort((doc, term))
+        self._vocab = [self._vocab[i] for i in used.tolist()]
+        self._term_ids = {t: i for i, t in enumerate(self._vocab)}
+        self._word_ids = {}
+        self._post_docs = doc[order].astype(np.int32)
+        self._post_tfs = tf[order].astype(np.float32)
+        self._offsets = np.zeros(len(self._vocab) + 1, dtype=np.int64)
+        np.cumsum(counts[used], out=self._offsets[1:])
+        for name in self._PER_DOCUMENT:
+            old = getattr(self, name)
+            new = np.full(max(1024, 2 * live.size), -1 if name == "_speakers" else 0, old.dtype)
+            new[: live.size] = old[live]
+            setattr(self, name, new)
+        # new objects, not changed in place: scores computed before still read theirs
+        self._ids = [self._ids[i] for i in live.tolist()]
+        self._pos = {event_id: i for i, event_id in enumerate(self._ids)}  # type: ignore[misc]
+        self._size = live.size
+        self._postings = {}
+        self._new_postings = 0
+        self._sort_sessions(self._size)
 
     def remove(self, ids: Iterable[str]) -> None:
         """Forget documents; their postings stay, masked as dead, until half the
         documents are dead and the index compacts itself."""
-        for event_id in ids:
-            pos = self._pos.pop(event_id, None)
-            if pos is None:
-                continue
-            self._alive[pos] = False
-            code = int(self._ns_codes[pos])
-            self._docs[code] -= 1
-            self._total_len[code] -= int(self._lengths[pos])
-            for term, _ in self._terms[pos]:
-                self._df[(code, term)] -= 1
-            speaker = self._speakers[pos]
-            if speaker is not None:
-                self._speaker_docs[(code, speaker)] -= 1
-            key = self._sessions[pos]
-            order = self._order[pos]
-            docs = self._session_docs.get(key)
-            if docs is not None:
-                at = bisect.bisect_left(docs, (order[0], order[1], pos))
-                if at < len(docs) and docs[at][2] == pos:
-                    del docs[at]
-            self._ids[pos] = None
-            self._terms[pos] = ()
-        dead = self._size - len(self._pos)
-        if dead > 1024 and dead * 2 > self._size:
-            self.compact()
+        with self._lock:
+            for event_id in ids:
+                pos = self._pos.pop(event_id, None)
+                if pos is None:
+                    continue
+                self._alive[pos] = False
+                code = int(self._ns_codes[pos])
+                self._docs[code] -= 1
+                self._total_len[code] -= int(self._lengths[pos])
+                speaker = int(self._speakers[pos])
+                if speaker >= 0:
+                    self._speaker_docs[(code, speaker)] -= 1
+                docs = self._touched.get(int(self._sessions[pos]))
+                if docs is not None:
+                    key = (int(self._created[pos]), int(self._seq[pos]), pos)
+                    at = bisect.bisect_left(docs, key)
+                    if at < len(docs) and docs[at] == key:
+                        del docs[at]
+                self._ids[pos] = None
+            dead = self._size - len(self._pos)
+            if dead > 1024 and dead * 2 > self._size:
+                self._freeze()
+
+    # -- saving and loading ------------------------------------------------------------
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Everything the index holds, as named arrays (merged and compacted first)."""
+        with self._lock:
+            self._freeze()
+            n = self._size
+            arrays = {name.strip("_"): getattr(self, name)[:n] for name in self._PER_DOCUMENT}
+            del arrays["alive"]  # every document is alive after a freeze
+            arrays.update(
+                offsets=self._offsets,
+                post_docs=self._post_docs,
+                post_tfs=self._post_tfs,
+                session_ns=np.array([k[0] for k in self._session_keys], dtype=np.int32),
+            )
+            names = sorted(self._ns, key=self._ns.__getitem__)
+            for name, strings in (
+                ("ids", self._ids),
+                ("vocab", self._vocab),
+                ("namespaces", names),
+                ("speakers", self._speaker_names),
+                ("session_ids", [k[1] for k in self._session_keys]),
+            ):
+                arrays.update(pack_strings(name, strings))  # type: ignore[arg-type]
+            return arrays
+
+    def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Replace the content with what :meth:`to_arrays` gave (checked for shape)."""
+        ids = unpack_strings(arrays, "ids")
+        vocab = unpack_strings(arrays, "vocab")
+        n = len(ids)
+        offsets = arrays["offsets"]
+        post_docs = arrays["post_docs"]
+        namespaces = unpack_strings(arrays, "namespaces")
+        speakers = unpack_strings(arrays, "speakers")
+        session_ids = unpack_strings(arrays, "session_ids")
+
+        def within(name: str, low: int, high: int) -> bool:
+            values = arrays[name]
+            return not values.size or (values.min() >= low and values.max() < high)
+
+        if (
+            len(offsets) != len(vocab) + 1
+            or offsets[0] != 0
+            or offsets[-1] != len(post_docs)
+            or np.any(np.diff(offsets) < 0)
+            or len(arrays["post_tfs"]) != len(post_docs)
+            or any(
+                len(arrays[name.strip("_")]) != n for name in self._PER_DOCUMENT if name != "_alive"
+            )
+            or len(arrays["session_ns"]) != len(session_ids)
+            or not within("post_docs", 0, n)
+            or not within("ns_codes", 0, len(namespaces))
+            or not within("speakers", -1, len(speakers))
+            or not within("sessions", 0, len(session_ids))
+            or not within("session_ns", 0, max(1, len(namespaces)))
+        ):
+            raise ValueError("the saved keyword index is inconsistent")
+        with self._lock:
+            self._reset()
+            self._allocate(max(1024, n))
+            for name in self._PER_DOCUMENT:
+                if name != "_alive":
+                    getattr(self, name)[:n] = arrays[name.strip("_")]
+            self._alive[:n] = True
+            self._ids = ids  # type: ignore[assignment]
+            self._pos = {event_id: i for i, event_id in enumerate(ids)}
+            self._size = n
+            self._vocab = vocab
+            self._term_ids = {t: i for i, t in enumerate(vocab)}
+            self._ns = {name: i for i, name in enumerate(namespaces)}
+            self._speaker_names = speakers
+            self._speaker_codes = {s: i for i, s in enumerate(self._speaker_names)}
+            self._session_keys = list(
+                zip(
+                    arrays["session_ns"].tolist(),
+                    session_ids,
+                    strict=True,
+                )
+            )
+            self._session_codes = {key: i for i, key in enumerate(self._session_keys)}
+            self._offsets = np.asarray(offsets, dtype=np.int64)
+            self._post_docs = np.asarray(post_docs, dtype=np.int32)
+            self._post_tfs = np.asarray(arrays["post_tfs"], dtype=np.float32)
+            self._count_documents()
+            self._sort_sessions(n)
+            self.stale = False
+            self.loads += 1
 
     # -- querying ----------------------------------------------------------------------
+    def _term_postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, term frequencies) of a term, both tiers."""
+        frozen = tid < len(self._offsets) - 1
+        if frozen:
+            lo, hi = self._offsets[tid], self._offsets[tid + 1]
+            positions, tfs = self._post_docs[lo:hi], self._post_tfs[lo:hi]
+        new = self._postings.get(tid)
+        if new is None:
+            if not frozen:
+                return np.zeros(0, np.int32), np.zeros(0, np.float32)
+            return positions, tfs
+        more = np.frombuffer(new[0], dtype=np.int32), np.frombuffer(new[1], dtype=np.float32)
+        if not frozen:
+            return more
+        return np.concatenate([positions, more[0]]), np.concatenate([tfs, more[1]])
+
     def score_array(
         self, query: str, namespace: str | None, *, allowed: set[str] | None = None
     ) -> KeywordScores:
@@ -401,39 +789,57 @@ class KeywordIndex:
                 return KeywordScores(self, total)
             codes = self._ns_codes[:n]
             alive = self._alive[:n]
-            lengths = self._lengths[:n]
+            # one namespace and no dead document (the usual large store): every
+            # posting counts, no masks to build
+            every = len(self._pos) == n and len(self._ns) == 1
             for term in terms:
-                postings = self._postings.get(term)
-                if postings is None:
+                tid = self._term_ids.get(term)
+                if tid is None:
                     continue
-                positions = np.frombuffer(postings[0], dtype=np.int32)
-                tfs = np.frombuffer(postings[1], dtype=np.float32)
-                keep = alive[positions]
-                if wanted is not None:
-                    keep &= codes[positions] == wanted
-                positions, tfs = positions[keep], tfs[keep]
+                positions, tfs = self._term_postings(tid)
+                if not every:
+                    keep = alive[positions]
+                    if wanted is not None:
+                        keep &= codes[positions] == wanted
+                    positions, tfs = positions[keep], tfs[keep]
                 if positions.size == 0:
                     continue
-                doc_codes = codes[positions]
-                for code in (wanted,) if wanted is not None else np.unique(doc_codes):
-                    code = int(code)
+                if every:
+                    groups = [(int(codes[positions[0]]), positions, tfs)]
+                elif wanted is not None:
+                    groups = [(wanted, positions, tfs)]
+                else:
+                    doc_codes = codes[positions]
+                    groups = []
+                    for code in np.unique(doc_codes).tolist():
+                        mask = doc_codes == code
+                        groups.append((code, positions[mask], tfs[mask]))
+                for code, p, tf in groups:
                     docs = self._docs[code]
-                    df = self._df[(code, term)]
+                    df = p.size  # live documents of the namespace holding the term
                     if docs <= 0 or df <= 0:
                         continue
                     idf = math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
-                    avg = max(self._total_len[code] / docs, 1e-9)
-                    if wanted is None:
-                        mask = doc_codes == code
-                        p, tf = positions[mask], tfs[mask]
-                    else:
-                        p, tf = positions, tfs
-                    norm = tf + K1 * (1.0 - B + B * lengths[p] / avg)
                     # each term occurs once per document's postings: plain indexing adds
-                    total[p] += idf * tf * (K1 + 1.0) / norm
+                    total[p] += idf * tf * (K1 + 1.0) / (tf + self._length_norms(code)[p])
             if allowed is not None:
                 total[~positions_mask(self._pos, allowed, n)] = 0.0
             return KeywordScores(self, total)
+
+    def _length_norms(self, code: int) -> np.ndarray:
+        """``K1 * (1 - B + B * length / average length)`` of every document, for the
+        namespace ``code``'s average; kept until that namespace's statistics change."""
+        docs = self._docs[code]
+        key = (code, docs, self._total_len[code], self._size)
+        cached = self._norms.get(code)
+        if cached is None or cached[0] != key:
+            average = max(self._total_len[code] / docs, 1e-9) if docs > 0 else 1.0
+            # float32 like the lengths, as the scores have always been computed
+            norms = K1 * (1.0 - B + B * self._lengths[: self._size] / average)
+            if len(self._norms) >= 4:  # a few namespaces at a time
+                self._norms.clear()
+            self._norms[code] = cached = (key, norms)
+        return cached[1]
 
     def scores(
         self, query: str, namespace: str | None, *, allowed: set[str] | None = None
@@ -448,12 +854,13 @@ class KeywordIndex:
         words = set(_WORD_RE.findall(query.lower()))
         with self._lock:
             wanted = None if namespace is None else self._ns.get(namespace)
+            names = self._speaker_names
             return {
-                speaker
+                names[speaker]
                 for (code, speaker), count in self._speaker_docs.items()
                 if count > 0
                 and (wanted is None or code == wanted)
-                and set(_WORD_RE.findall(speaker)) <= words
+                and set(_WORD_RE.findall(names[speaker])) <= words
             }
 
     def mentions_time(self, event_id: str | None) -> bool:
@@ -464,7 +871,10 @@ class KeywordIndex:
     def speaker(self, event_id: str | None) -> str | None:
         """Who wrote the document ("Name: text"), if it says."""
         pos = self._pos.get(event_id) if event_id is not None else None
-        return None if pos is None else self._speakers[pos]
+        if pos is None:
+            return None
+        code = int(self._speakers[pos])
+        return self._speaker_names[code] if code >= 0 else None
 
     def neighbours(self, event_id: str) -> tuple[str | None, str | None]:
         """The previous and next document of the same session (by time), if any."""
@@ -472,12 +882,26 @@ class KeywordIndex:
             pos = self._pos.get(event_id)
             if pos is None:
                 return None, None
-            docs = self._session_docs.get(self._sessions[pos], [])
-            order = self._order[pos]
-            at = bisect.bisect_left(docs, (order[0], order[1], pos))
-            before = self._ids[docs[at - 1][2]] if at > 0 else None
-            after = self._ids[docs[at + 1][2]] if at + 1 < len(docs) else None
-            return before, after
+            session = int(self._sessions[pos])
+            docs = self._touched.get(session)
+            if docs is not None:
+                at = bisect.bisect_left(docs, (int(self._created[pos]), int(self._seq[pos]), pos))
+                before = self._ids[docs[at - 1][2]] if at > 0 else None
+                after = self._ids[docs[at + 1][2]] if at + 1 < len(docs) else None
+                return before, after
+            return self._frozen_neighbour(pos, -1), self._frozen_neighbour(pos, 1)
+
+    def _frozen_neighbour(self, pos: int, step: int) -> str | None:
+        """The nearest live document of the same session in the frozen order."""
+        order, sessions, alive = self._order, self._order_sessions, self._alive
+        session = sessions[self._rank[pos]]
+        at = int(self._rank[pos]) + step
+        while 0 <= at < len(order) and sessions[at] == session:
+            other = int(order[at])
+            if alive[other]:
+                return self._ids[other]
+            at += step
+        return None
 
 
 class KeywordScores:
@@ -486,13 +910,17 @@ class KeywordScores:
     def __init__(self, index: KeywordIndex, scores: np.ndarray) -> None:
         self._index = index
         self._scores = scores
+        # the index's id list and map now: a compaction replaces them, so these stay
+        # the ones the scores were computed against
+        self._ids = index._ids
+        self._pos = index._pos
 
     @property
     def max(self) -> float:
         return float(self._scores.max()) if self._scores.size else 0.0
 
     def get(self, event_id: str | None, default: float = 0.0) -> float:
-        pos = self._index._pos.get(event_id) if event_id is not None else None
+        pos = self._pos.get(event_id) if event_id is not None else None
         if pos is None or pos >= self._scores.size:
             return default
         return float(self._scores[pos])
@@ -507,6 +935,6 @@ class KeywordScores:
             kth = -np.partition(-scores, limit - 1)[limit - 1]
             above = hits[scores > kth]
             hits = np.sort(np.concatenate([above, hits[scores == kth][: limit - above.size]]))
-        ids = self._index._ids
+        ids = self._ids
         ranked = sorted(((ids[i], float(self._scores[i])) for i in hits), key=lambda h: -h[1])
         return [(event_id, score) for event_id, score in ranked if event_id is not None]

@@ -19,6 +19,9 @@ import threading
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import pyarrow as pa
+
+from .encoding import codes_of
 
 
 class VectorIndex:
@@ -38,6 +41,8 @@ class VectorIndex:
         self._ns: dict[str, int] = {}
         self._size = 0
         self.rebuilds = 0
+        #: Times it was filled from a saved copy instead of the table.
+        self.loads = 0
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -46,7 +51,7 @@ class VectorIndex:
     def rebuild(
         self,
         ids: Sequence[str],
-        namespaces: Sequence[str],
+        namespaces: Sequence[str] | pa.Array,
         vectors: np.ndarray,
         *,
         normalised: bool = False,
@@ -66,15 +71,43 @@ class VectorIndex:
             self._ids = list(ids)
             self._pos = {event_id: i for i, event_id in enumerate(ids)}
             self._alive = np.ones(len(self._ids), dtype=bool)
-            self._ns = {}
-            self._ns_codes = np.fromiter(
-                (self._ns.setdefault(ns, len(self._ns)) for ns in namespaces),
-                dtype=np.int32,
-                count=len(self._ids),
-            )
+            codes, names = codes_of(namespaces)
+            self._ns = {name: code for code, name in enumerate(names)}
+            self._ns_codes = codes
             self._size = len(self._ids)
             self.stale = False
             self.rebuilds += 1
+
+    def load(
+        self, ids: list[str], namespaces: list[str], codes: np.ndarray, matrix: np.ndarray
+    ) -> None:
+        """Replace the content with a saved copy: unit rows, ``matrix`` possibly longer
+        than ``ids`` (room for new rows) and memory-mapped."""
+        with self._lock:
+            n = len(ids)
+            self.dim = int(matrix.shape[1])
+            self._matrix = matrix
+            self._ids = list(ids)
+            self._pos = {event_id: i for i, event_id in enumerate(ids)}
+            self._alive = np.zeros(len(matrix), dtype=bool)
+            self._alive[:n] = True
+            self._ns = {name: code for code, name in enumerate(namespaces)}
+            self._ns_codes = np.zeros(len(matrix), dtype=np.int32)
+            self._ns_codes[:n] = codes
+            self._size = n
+            self.stale = False
+            self.loads += 1
+
+    def state(self) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+        """(ids, namespaces by code, each row's namespace code, matrix) of the live rows,
+        in order, to save; compacts first."""
+        with self._lock:
+            if len(self._pos) != self._size:
+                self.compact()
+            n = self._size
+            names = sorted(self._ns, key=self._ns.__getitem__)
+            ids = [event_id for event_id in self._ids[:n] if event_id is not None]
+            return ids, names, self._ns_codes[:n], self._matrix[:n]
 
     def upsert(self, ids: Sequence[str], namespaces: Sequence[str], vectors: np.ndarray) -> None:
         """Add or replace rows."""
@@ -264,21 +297,37 @@ def positions_mask(positions: dict[str, int], ids: Iterable[str], size: int) -> 
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length, float32; zero rows stay zero.
-
-    Norms are taken in float64, a block of rows at a time: a float32 vector with
-    values near 1e38 has a norm float32 cannot hold (it would become 0 after
-    dividing by inf), and a float64 copy of a million rows would double the RAM.
-    """
+    """Rows scaled to unit length, as a new float32 matrix; zero rows stay zero
+    (see :func:`normalise_in_place`)."""
     if matrix.ndim != 2 or matrix.size == 0:
         return matrix.reshape(len(matrix), -1) if matrix.ndim == 1 else matrix
-    out = np.empty(matrix.shape, dtype=np.float32)
-    for start in range(0, len(matrix), 65536):
-        block = matrix[start : start + 65536].astype(np.float64)
-        norms = np.linalg.norm(block, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        out[start : start + 65536] = block / norms
+    out = np.array(matrix, dtype=np.float32, order="C")
+    normalise_in_place(out, source=matrix)
     return out
+
+
+def normalise_in_place(out: np.ndarray, *, source: np.ndarray | None = None) -> None:
+    """Scale the rows of the float32 matrix ``out`` to unit length; zero rows stay zero.
+
+    Squared norms are summed in float64 from ``source`` (``out`` itself by
+    default): a vector with values near 1e38 has a norm float32 cannot hold.  Rows
+    already of unit length within float32 rounding (what embedding models give,
+    and what the store keeps) are left bit for bit, so the index scores exactly
+    the stored vectors; the others are divided in float64, a block at a time.
+    """
+    source = out if source is None else source
+    squares = np.einsum("ij,ij->i", source, source, dtype=np.float64)
+    scale = np.flatnonzero(np.abs(squares - 1.0) > _UNIT_TOLERANCE)
+    for start in range(0, len(scale), 65536):
+        rows = scale[start : start + 65536]
+        norms = np.sqrt(squares[rows])[:, None]
+        norms[norms == 0] = 1.0
+        out[rows] = np.asarray(source[rows], dtype=np.float64) / norms
+
+
+#: How far from 1 a squared norm may be for the row to count as unit length: float32
+#: rounding of a normalised 384-d vector stays within ~3e-7.
+_UNIT_TOLERANCE = 1e-6
 
 
 def unit_norm(vector: np.ndarray) -> float:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .changes import Change, TextRow
 from .clauses import ORDERINGS, placeholders, to_epoch_us, where, where_clause
@@ -21,6 +22,12 @@ from .vectors import embedded_vectors, mark_embedded
 
 _READ = ", ".join(READ_COLUMNS)
 _TEXT_ROW = "id, namespace, session_id, content, created_at, seq"
+#: A hash of what a keyword index reads from a row (a saved index is checked against it).
+_TEXT_HASH = "hash(id, namespace, session_id, content, created_at, seq)"
+#: created_at as epoch microseconds, a missing one as the parameter (:data:`NO_TIME`).
+_CREATED_US = "coalesce(epoch_us(created_at), ?)"
+#: The order of an event without a time in the keyword index: before every dated one.
+NO_TIME = -(2**62)
 _TIMESTAMPS = frozenset({"created_at", "updated_at", "consolidated_at"})
 _SINGLE_COLUMNS = EVENTS.names
 # Times travel as epoch microseconds: binding a datetime parameter into a
@@ -194,6 +201,41 @@ class EventsTable(TableObject):
         """(id, namespace, session_id, content, created_at, seq) of events with text."""
         rows: list[TextRow] = self.store.run(
             f"SELECT {_TEXT_ROW} FROM events WHERE content IS NOT NULL ORDER BY created_at, seq"
+        )
+        return rows
+
+    def text_table(self) -> pa.Table:
+        """Events with text for a keyword index built in bulk, oldest first: id,
+        namespace, session_id, content, created (epoch microseconds), seq and the row's
+        hash (:meth:`text_hashes`)."""
+        table: pa.Table = self.store.run(
+            f"SELECT id, namespace, session_id, content, {_CREATED_US} AS created, seq,"
+            f" {_TEXT_HASH} AS h FROM events WHERE content IS NOT NULL ORDER BY created_at, seq",
+            [NO_TIME],
+            "arrow",
+        )
+        return table
+
+    def text_hashes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(seq, hash) of every event with text, oldest first: a saved keyword index is
+        used only while the table still starts with the rows it was built from."""
+        table: pa.Table = self.store.run(
+            f"SELECT seq, {_TEXT_HASH} AS h FROM events WHERE content IS NOT NULL"
+            " ORDER BY created_at, seq",
+            None,
+            "arrow",
+        )
+        return (
+            table.column(0).to_numpy().astype(np.int64),
+            table.column(1).to_numpy().astype(np.uint64),
+        )
+
+    def text_rows_of(self, seqs: Sequence[int]) -> list[TextRow]:
+        """:meth:`text_rows` of the events with these ``seq`` values, oldest first."""
+        rows: list[TextRow] = self.store.run(
+            f"SELECT {_TEXT_ROW} FROM events WHERE content IS NOT NULL"
+            " AND seq IN (SELECT unnest(?::BIGINT[])) ORDER BY created_at, seq",
+            [[int(s) for s in seqs]],
         )
         return rows
 

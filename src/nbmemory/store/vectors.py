@@ -28,6 +28,12 @@ _WITH_VECTOR = (
 )
 
 
+def _direction(dim: int) -> np.ndarray:
+    """A fixed random unit direction of ``dim`` (the same in every process)."""
+    vector = np.random.default_rng(0x6E626D).standard_normal(dim)
+    return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+
 class EventVectors(TableObject):
     """``event_vectors``, and the vector-side state of ``events`` (``embedding_model``:
     the model whose vector is stored for the text; ``embedding_error``: why there is none)."""
@@ -53,14 +59,40 @@ class EventVectors(TableObject):
         )
         return int(rows[0][0]) if rows else None
 
-    def shape(self, model: str) -> tuple[int, int | None]:
-        """How many events ``model`` embedded, and the length most of their vectors have."""
-        rows = self.store.run(
-            "SELECT len(embedding) AS dim, count(*) FROM event_vectors"
-            " WHERE model = ? GROUP BY dim ORDER BY 2 DESC",
-            [model],
+    def embedded_count(self, model: str) -> int:
+        """How many events ``model`` embedded."""
+        rows = self.store.run("SELECT count(*) FROM event_vectors WHERE model = ?", [model])
+        return int(rows[0][0])
+
+    def hashes(self, model: str, dim: int) -> tuple[list[str], np.ndarray]:
+        """(ids, hashes) of the ``dim``-long vectors of ``model`` in the order
+        :meth:`batches` reads them.  A hash covers the id, the namespace and the
+        vector's projection on a fixed random direction, so a saved vector index is
+        used only while the table still starts with the very vectors it holds."""
+        batches = list(
+            self.store.stream(
+                "SELECT id, hash(id, namespace, CASE WHEN len(embedding) = ? THEN"
+                " list_dot_product(embedding, ?::FLOAT[]) END) AS h"
+                " FROM event_vectors WHERE model = ? AND len(embedding) = ?",
+                [dim, _direction(dim).tolist(), model, dim],
+                65536,
+                lean=True,  # read once: DuckDB need not keep the vectors' blocks
+            )
         )
-        return sum(int(r[1]) for r in rows), (int(rows[0][0]) if rows else None)
+        if not batches:
+            return [], np.zeros(0, dtype=np.uint64)
+        table = pa.Table.from_batches(batches)
+        return table.column(0).to_pylist(), table.column(1).to_numpy().astype(np.uint64)
+
+    def rows_of(self, model: str, ids: Sequence[str]) -> pa.Table:
+        """(id, namespace, embedding) of ``model``'s vectors of these events."""
+        table: pa.Table = self.store.run(
+            "SELECT id, namespace, embedding FROM event_vectors WHERE model = ?"
+            " AND id IN (SELECT unnest(?::VARCHAR[]))",
+            [model, list(ids)],
+            "arrow",
+        )
+        return table
 
     def batches(self, model: str, rows: int = 65536) -> Iterator[pa.RecordBatch]:
         """(id, namespace, embedding) of every event ``model`` embedded, a batch at a time.

@@ -1,0 +1,269 @@
+"""Saved copies of the in-memory indexes next to the store file.
+
+A new process that opens a large store would rebuild its indexes from the table:
+at a million memories that is seconds of reading vectors and tens of seconds of
+tokenising text.  So after a full build the indexes are saved in a folder beside
+the store (``<store>.nbmemory-index/``), and the next process loads them
+instead: the keyword index as arrays (one ``.npz``), the vector matrix as a
+``.npy`` file mapped into memory (copy-on-write: pages are read on first touch
+and shared with the page cache, and rows changed later stay private to the
+process).
+
+The store stays the source of truth.  A saved copy holds one hash per row, in
+the order the table is read; a process uses it only when the table's rows,
+hashed the same way when it loads, start with exactly those hashes.  Rows added
+since (the common case: an agent kept writing) are then read from the table and
+added; anything else (a row changed, deleted, or written by another program)
+and the copy is ignored, the index is built from the table and saved again.  A
+copy that cannot be read, is of another format, or belongs to another program
+is never used and never overwritten.
+
+Deleting or changing text removes the saved copies at once (they hold the terms
+and vectors of what was forgotten); they are written again at the next full
+build.  Stores in memory and DuckLake stores keep no copies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import uuid
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..version import __version__
+from .encoding import pack_strings, unpack_strings
+
+log = logging.getLogger(__name__)
+
+#: The folder beside a store that holds its saved indexes.
+SUFFIX = ".nbmemory-index"
+#: Version of the files written here; a newer one is never read nor overwritten.
+FORMAT = 1
+_MAGIC = "nbmemory-index"
+#: Rows a saved matrix holds beyond the live ones (zeros, sparse on disk), so the
+#: vectors of new events are written in place instead of copying the matrix.
+HEADROOM = 1 / 16
+#: When more rows than this share of the saved ones were added since, the index is
+#: built from the table (in bulk) and saved again, instead of adding them one by one.
+MAX_TAIL = 0.1
+
+
+@dataclass
+class SavedKeywords:
+    arrays: dict[str, np.ndarray]
+    hashes: np.ndarray
+
+
+@dataclass
+class SavedVectors:
+    ids: list[str]
+    namespaces: list[str]
+    codes: np.ndarray
+    matrix: np.ndarray  # capacity rows, the first len(ids) live
+    hashes: np.ndarray
+
+
+class IndexCache:
+    """The saved indexes of one store file."""
+
+    def __init__(self, store_path: str, *, min_rows: int = 20_000, read_only: bool = False) -> None:
+        self.folder = Path(store_path + SUFFIX)
+        #: Indexes of fewer rows are not saved: they build in well under a second.
+        self.min_rows = min_rows
+        #: A store opened read-only reads saved indexes but writes none.
+        self.read_only = read_only
+        self.saves = 0
+
+    # -- keywords ----------------------------------------------------------------------
+    def load_keywords(self) -> SavedKeywords | None:
+        """The saved keyword index, or None (none, unreadable, another format)."""
+        path = self.folder / "keywords.npz"
+        arrays = self._read(path, "keywords")
+        if arrays is None:
+            return None
+        hashes = arrays.pop("row_hashes")
+        return SavedKeywords(arrays, hashes)
+
+    def save_keywords(self, arrays: dict[str, np.ndarray], hashes: np.ndarray) -> None:
+        """Save the keyword index (``arrays``) for rows with these hashes, in its order."""
+        if len(hashes) < self.min_rows or not self._writable("keywords.npz"):
+            return
+        header = self._header("keywords", rows=len(hashes))
+        self._write_npz(
+            self.folder / "keywords.npz", {**arrays, "row_hashes": hashes, "header": header}
+        )
+
+    # -- vectors -----------------------------------------------------------------------
+    def load_vectors(self, model: str) -> SavedVectors | None:
+        """The saved vector index of ``model``, its matrix mapped, or None."""
+        name = _model_file(model)
+        arrays = self._read(self.folder / f"{name}.npz", "vectors", model=model)
+        if arrays is None:
+            return None
+        try:
+            header = json.loads(arrays["header"].tobytes())
+            matrix = np.load(self.folder / header["matrix"], mmap_mode="c", allow_pickle=False)
+            ids = unpack_strings(arrays, "ids")
+            namespaces = unpack_strings(arrays, "namespaces")
+            codes = np.asarray(arrays["codes"], dtype=np.int32)
+            hashes = arrays["row_hashes"]
+            if (
+                matrix.dtype != np.float32
+                or matrix.ndim != 2
+                or matrix.shape[0] < len(ids)
+                or len(codes) != len(ids)
+                or len(hashes) != len(ids)
+                or (codes.size and (codes.min() < 0 or codes.max() >= len(namespaces)))
+            ):
+                raise ValueError("the saved vectors are inconsistent")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.info("not using the saved vector index of %s: %s", model, exc)
+            return None
+        return SavedVectors(ids, namespaces, codes, matrix, hashes)
+
+    def save_vectors(
+        self,
+        model: str,
+        ids: list[str],
+        namespaces: list[str],
+        codes: np.ndarray,
+        matrix: np.ndarray,
+        hashes: np.ndarray,
+    ) -> None:
+        """Save a vector index: ``matrix`` rows in the order of ``ids`` and ``hashes``."""
+        name = _model_file(model)
+        if len(ids) < self.min_rows or not self._writable(f"{name}.npz"):
+            return
+        matrix_name = f"{name}-{uuid.uuid4().hex[:12]}.npy"
+        path = self.folder / matrix_name
+        capacity = len(ids) + max(1024, int(len(ids) * HEADROOM))
+        try:
+            with open(path, "wb") as out:  # written, not mapped: the pages stay out of RSS
+                np.lib.format.write_array_header_1_0(
+                    out,
+                    {
+                        "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                        "fortran_order": False,
+                        "shape": (capacity, int(matrix.shape[1])),
+                    },
+                )
+                start_of_data = out.tell()
+                for start in range(0, len(ids), 65536):
+                    out.write(np.ascontiguousarray(matrix[start : start + 65536]).tobytes())
+                # the headroom: a sparse run of zeros
+                out.truncate(start_of_data + capacity * int(matrix.shape[1]) * 4)
+        except OSError as exc:
+            log.info("could not save the vector index of %s: %s", model, exc)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return
+        header = self._header("vectors", rows=len(ids), model=model, matrix=matrix_name)
+        arrays = {
+            **pack_strings("ids", ids),
+            **pack_strings("namespaces", namespaces),
+            "codes": np.asarray(codes, dtype=np.int32),
+            "row_hashes": hashes,
+            "header": header,
+        }
+        if self._write_npz(self.folder / f"{name}.npz", arrays):
+            for old in self.folder.glob(f"{name}-*.npy"):  # earlier matrices of the model
+                if old.name != matrix_name:
+                    with contextlib.suppress(OSError):
+                        old.unlink()
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    # -- forgetting --------------------------------------------------------------------
+    def discard(self) -> None:
+        """Delete every saved index (text was deleted or changed: they may hold it)."""
+        if self.read_only or not self.folder.is_dir():
+            return
+        for path in self.folder.iterdir():
+            if path.name.endswith((".npz", ".npy")) and self._ours(path):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+    # -- files -------------------------------------------------------------------------
+    def _header(self, kind: str, **extra: Any) -> np.ndarray:
+        header = {"magic": _MAGIC, "format": FORMAT, "kind": kind, "nbmemory": __version__}
+        header.update(extra)
+        return np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+
+    def _read(self, path: Path, kind: str, **expected: Any) -> dict[str, np.ndarray] | None:
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                arrays = {name: saved[name] for name in saved.files}
+            header = json.loads(arrays["header"].tobytes())
+            if (
+                header.get("magic") != _MAGIC
+                or header.get("format") != FORMAT
+                or header.get("kind") != kind
+                or any(header.get(k) != v for k, v in expected.items())
+            ):
+                return None
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+            log.info("not using the saved index %s: %s", path, exc)
+            return None
+        return arrays
+
+    def _ours(self, path: Path) -> bool:
+        """Whether a file in the folder is one of ours (never touch anything else)."""
+        if path.suffix == ".npy":
+            return path.name.startswith(("vectors-",))
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                header = json.loads(saved["header"].tobytes())
+            return bool(header.get("magic") == _MAGIC)
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+            return False
+
+    def _writable(self, name: str) -> bool:
+        """Whether ``name`` may be written: the folder is ours (or can be made), and the
+        file is absent or one of ours of a format not newer than ours."""
+        if self.read_only:
+            return False
+        try:
+            if self.folder.exists() and not self.folder.is_dir():
+                return False
+            self.folder.mkdir(exist_ok=True)
+        except OSError:
+            return False
+        path = self.folder / name
+        if not path.exists():
+            return True
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                header = json.loads(saved["header"].tobytes())
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+            return False  # not ours: left alone
+        return bool(header.get("magic") == _MAGIC and header.get("format", 0) <= FORMAT)
+
+    def _write_npz(self, path: Path, arrays: dict[str, np.ndarray]) -> bool:
+        """Write atomically: a temporary file, then a rename over the old one."""
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.npz")
+        try:
+            np.savez(temporary, **arrays)  # type: ignore[arg-type]
+            os.replace(temporary, path)
+        except OSError as exc:
+            log.info("could not save the index %s: %s", path, exc)
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            return False
+        self.saves += 1
+        return True
+
+
+def _model_file(model: str) -> str:
+    """A file name for a model's vectors (model names hold slashes and colons)."""
+    return "vectors-" + hashlib.sha1(model.encode()).hexdigest()[:16]

@@ -1,0 +1,290 @@
+"""Saved indexes (``<store>.nbmemory-index/``): a new process loads them instead of
+rebuilding, answers exactly as a rebuilt index would, and never uses a copy the
+table no longer matches (another process, a foreign write, a deletion)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nbmemory import Memory
+from nbmemory.retrieval.index_cache import SUFFIX, IndexCache
+from nbmemory.retrieval.keyword_index import KeywordIndex
+
+WORDS = [
+    "lake",
+    "boat",
+    "greyhound",
+    "comet",
+    "budget",
+    "painting",
+    "sunrise",
+    "tram",
+    "fado",
+    "alfama",
+    "porto",
+    "sister",
+]
+
+
+def fill(mem: Memory, n: int, seed: int = 0, session: str = "s") -> list[str]:
+    rng = np.random.default_rng(seed)
+    rows = [
+        {
+            "session_id": f"{session}{i % 5}",
+            "role": "user" if i % 2 else "assistant",
+            "content": ("Caroline: " if i % 3 == 0 else "Melanie: ")
+            + " ".join(rng.choice(WORDS, size=6))
+            + (" last May" if i % 7 == 0 else ""),
+        }
+        for i in range(n)
+    ]
+    ids = mem.add_events(rows)
+    mem.flush()
+    return ids
+
+
+def open_mem(path: str, **kwargs) -> Memory:
+    return Memory(path, embedder="hash", index_cache_min_rows=50, **kwargs)
+
+
+QUERIES = ["greyhound comet", "When did Caroline paint the sunrise?", "tram to alfama", "budget"]
+
+
+def answers(mem: Memory) -> list[list[tuple[str, float]]]:
+    out = []
+    for query in QUERIES:
+        for mode in ("keyword", "vector", "hybrid"):
+            hits = mem.search(query, mode=mode, limit=10)
+            out.append(list(zip(hits["id"], hits["score"].round(9), strict=True)))
+    return out
+
+
+def counts(mem: Memory) -> dict[str, int]:
+    keywords = mem.indexes.keywords()
+    vectors = mem.indexes.vectors(mem.model_name)
+    return {
+        "keyword loads": keywords.loads,
+        "keyword rebuilds": keywords.rebuilds,
+        "vector loads": vectors.loads,
+        "vector rebuilds": vectors.rebuilds,
+    }
+
+
+@pytest.fixture
+def saved(store_path: str) -> str:
+    """A store of 200 events whose indexes were built and saved."""
+    with open_mem(store_path) as mem:
+        fill(mem, 200)
+        mem.search("lake", mode="hybrid")
+        assert mem.indexes.cache is not None and mem.indexes.cache.saves == 2
+    return store_path
+
+
+def test_a_new_memory_loads_the_saved_indexes_and_answers_as_a_rebuilt_one(saved):
+    folder = Path(saved + SUFFIX)
+    assert (folder / "keywords.npz").is_file() and len(list(folder.glob("vectors-*.npy"))) == 1
+    with open_mem(saved) as mem:
+        cached = answers(mem)
+        assert counts(mem) == {
+            "keyword loads": 1,
+            "keyword rebuilds": 0,
+            "vector loads": 1,
+            "vector rebuilds": 0,
+        }
+    with open_mem(saved, index_cache=False) as mem:
+        assert mem.indexes.cache is None
+        assert answers(mem) == cached
+        assert counts(mem)["keyword rebuilds"] == 1
+
+
+def test_rows_added_since_are_read_from_the_table(saved):
+    with open_mem(saved, index_cache=False) as mem:  # another writer, keeping no copies
+        added = fill(mem, 10, seed=1, session="t")
+        last = mem.add_event("t0", "user", "an unmistakable zeppelin").id
+        expected = answers(mem)
+    with open_mem(saved) as mem:
+        assert answers(mem) == expected
+        assert mem.search("zeppelin", mode="keyword")["id"].tolist() == [last]
+        assert counts(mem)["keyword loads"] == 1 and counts(mem)["vector loads"] == 1
+        # and the catch-up keeps following: neighbours of a new turn are its session's
+        keywords = mem.indexes.keywords()
+        assert keywords.neighbours(added[5]) == (added[0], last)
+        assert keywords.neighbours(last) == (added[5], None)
+
+
+def _foreign(path: str, sql: str) -> None:
+    """Write to the store file as another program would: a separate process, plain DuckDB."""
+    code = "import duckdb, sys; con = duckdb.connect(sys.argv[1]); con.execute(sys.argv[2]); con.close()"
+    subprocess.run([sys.executable, "-c", code, path, sql], check=True)
+
+
+def test_a_text_changed_by_another_program_is_never_answered_from_the_copy(saved):
+    with open_mem(saved) as mem:
+        target = mem.search("greyhound", mode="keyword", limit=1)["id"].iloc[0]
+    _foreign(saved, f"UPDATE events SET content = 'a poodle now' WHERE id = '{target}'")
+    with open_mem(saved) as mem:
+        assert mem.search("poodle", mode="keyword")["id"].tolist() == [target]
+        assert target not in mem.search("greyhound", mode="keyword", limit=500)["id"].tolist()
+        assert counts(mem)["keyword loads"] == 0 and counts(mem)["keyword rebuilds"] == 1
+
+
+def test_a_vector_changed_by_another_program_is_never_answered_from_the_copy(saved):
+    with open_mem(saved) as mem:
+        target = mem.search("budget", mode="vector", limit=1)["id"].iloc[0]
+        query = mem.embedder.embed(["a question nobody stored"])[0]
+        before = mem.retriever.vector_search(query, "default", limit=1)["id"].iloc[0]
+    assert before != target
+    vector = ", ".join(repr(float(x)) for x in query)
+    _foreign(saved, f"UPDATE event_vectors SET embedding = [{vector}] WHERE id = '{target}'")
+    with open_mem(saved) as mem:
+        hits = mem.retriever.vector_search(query, "default", limit=1)
+        assert hits["id"].iloc[0] == target  # the new vector, not the saved one
+        assert counts(mem)["vector loads"] == 0 and counts(mem)["vector rebuilds"] == 1
+
+
+def test_a_row_deleted_by_another_program_is_never_answered_from_the_copy(saved):
+    with open_mem(saved) as mem:
+        target = mem.search("tram", mode="keyword", limit=1)["id"].iloc[0]
+    _foreign(saved, f"DELETE FROM event_vectors WHERE id = '{target}'")
+    _foreign(saved, f"DELETE FROM events WHERE id = '{target}'")
+    with open_mem(saved) as mem:
+        for mode in ("keyword", "vector", "hybrid"):
+            assert target not in mem.search("tram", mode=mode, limit=500)["id"].tolist()
+        assert counts(mem)["keyword loads"] == 0 and counts(mem)["vector loads"] == 0
+
+
+def test_deleting_through_the_api_removes_the_copies_at_once(saved):
+    folder = Path(saved + SUFFIX)
+    with open_mem(saved) as mem:
+        target = mem.search("sister", mode="keyword", limit=1)["id"].iloc[0]
+        mem.delete(target)
+        # the forgotten text's terms and vector are not left on disk in a copy
+        assert not list(folder.glob("*.np[yz]"))
+    with open_mem(saved) as mem:
+        assert target not in mem.search("sister", mode="hybrid", limit=500)["id"].tolist()
+        assert counts(mem)["keyword rebuilds"] == 1
+    assert (folder / "keywords.npz").is_file()  # saved again after the rebuild
+
+
+def test_a_damaged_or_foreign_copy_is_ignored_and_left_alone(saved):
+    folder = Path(saved + SUFFIX)
+    (folder / "keywords.npz").write_bytes(b"not an index at all")
+    with open_mem(saved) as mem:
+        assert counts(mem)["keyword loads"] == 0 and counts(mem)["keyword rebuilds"] == 1
+        assert len(mem.search("lake", mode="keyword")) > 0
+    assert (folder / "keywords.npz").read_bytes() == b"not an index at all"  # not ours: kept
+
+
+def test_a_copy_of_a_newer_format_is_neither_used_nor_overwritten(saved):
+    path = Path(saved + SUFFIX) / "keywords.npz"
+    with np.load(path) as saved_arrays:
+        arrays = dict(saved_arrays)
+    header = json.loads(arrays["header"].tobytes())
+    header["format"] = 99
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    stamp = path.stat().st_mtime_ns
+    with open_mem(saved) as mem:
+        assert counts(mem)["keyword loads"] == 0
+    assert path.stat().st_mtime_ns == stamp
+
+
+def test_a_read_only_open_uses_the_copies_and_writes_none(saved):
+    folder = Path(saved + SUFFIX)
+    with open_mem(saved, index_cache=False) as mem:
+        fill(mem, 200, seed=2, session="u")  # more than the tail read row by row
+    before = sorted(p.name for p in folder.iterdir())
+    with open_mem(saved, read_only=True) as mem:
+        assert len(mem.search("lake", mode="hybrid")) > 0
+        assert counts(mem)["keyword rebuilds"] == 1  # the copy is too far behind: rebuilt
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_small_stores_and_stores_in_memory_save_nothing(store_path):
+    with Memory(store_path, embedder="hash") as mem:  # default: from 20,000 rows
+        fill(mem, 30)
+        mem.search("lake", mode="hybrid")
+    assert not Path(store_path + SUFFIX).exists()
+    with Memory(":memory:", embedder="hash", index_cache_min_rows=1) as mem:
+        assert mem.indexes.cache is None
+
+
+def test_a_folder_in_the_way_is_not_written(tmp_path):
+    store = tmp_path / "m.duckdb"
+    Path(str(store) + SUFFIX).write_text("someone's file")
+    cache = IndexCache(str(store), min_rows=1)
+    cache.save_keywords({"x": np.zeros(1)}, np.zeros(3, dtype=np.uint64))
+    assert Path(str(store) + SUFFIX).read_text() == "someone's file"
+
+
+def test_the_keyword_index_saved_and_loaded_is_the_same_index():
+    rng = np.random.default_rng(4)
+    index = KeywordIndex()
+    index.rebuild(
+        [
+            (f"e{i}", "ns" if i % 4 else "other", f"s{i % 6}", text, i, i)
+            for i, text in enumerate(
+                ("Caroline: " if i % 2 else "Mel Smith: ")
+                + " ".join(rng.choice(WORDS, size=5))
+                + (" yesterday" if i % 5 == 0 else "")
+                for i in range(400)
+            )
+        ]
+    )
+    index.add(
+        [(f"n{i}", "ns", "s1", "the greyhound at the lake", 1000 + i, 1000 + i) for i in range(9)]
+    )
+    index.remove([f"e{i}" for i in range(0, 400, 3)])
+    loaded = KeywordIndex()
+    loaded.load_arrays(index.to_arrays())
+    for query in ["greyhound lake", "Caroline sunrise", "When did Mel Smith paint?", "porto"]:
+        for namespace in ("ns", "other", None):
+            assert loaded.scores(query, namespace) == pytest.approx(index.scores(query, namespace))
+        assert loaded.speakers_named(query, "ns") == index.speakers_named(query, "ns")
+    for event_id in ["e1", "e200", "n0", "n8", "e398"]:
+        assert loaded.neighbours(event_id) == index.neighbours(event_id)
+        assert loaded.speaker(event_id) == index.speaker(event_id)
+        assert loaded.mentions_time(event_id) == index.mentions_time(event_id)
+    assert len(loaded) == len(index)
+
+
+def test_a_vector_index_over_half_the_memory_says_so_once(store_path, monkeypatch):
+    from nbmemory.errors import LargeStoreWarning
+    from nbmemory.retrieval import indexes
+
+    with open_mem(store_path) as mem:
+        fill(mem, 60)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mem.search("lake", mode="vector")
+        assert not [w for w in caught if w.category is LargeStoreWarning]
+        # a machine with 60 vectors' worth of RAM: the same index is now too large
+        monkeypatch.setattr(indexes, "physical_memory", lambda: 60 * 384 * 4)
+        mem.indexes.invalidate()
+        with pytest.warns(LargeStoreWarning, match="60 memories need .* split the memories"):
+            mem.search("lake", mode="vector")
+        mem.indexes.invalidate()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert len(mem.search("lake", mode="vector")) > 0  # still answers, warned once
+        assert not [w for w in caught if w.category is LargeStoreWarning]
+
+
+def test_a_damaged_copy_of_ours_is_not_used_and_is_replaced(saved):
+    path = Path(saved + SUFFIX) / "keywords.npz"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # one flipped byte inside the postings
+    path.write_bytes(bytes(data))
+    with open_mem(saved) as mem:
+        assert counts(mem)["keyword loads"] == 0 and counts(mem)["keyword rebuilds"] == 1
+        expected = answers(mem)
+    with open_mem(saved) as mem:  # the rebuild saved a sound copy in its place
+        assert counts(mem)["keyword loads"] == 1
+        assert answers(mem) == expected
