@@ -10,14 +10,17 @@ one run, on the same texts and vectors, in fresh stores:
 * ``add_events`` (bulk, batches of ``--batch``) followed by ``flush()``, the
   embedder a lookup of precomputed vectors (no model time at all).
 
-The rows/s of each and the share of nbmemory's time spent in ``flush()`` (the
-worker writing the vectors back) are printed.
+The rows/s of each, the share of nbmemory's time spent in ``flush()`` (the
+worker writing the vectors back) and the peak RSS of the process that wrote
+through nbmemory (each size in a process of its own) are printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +31,13 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine, print_table, random_text, random_unit_vectors  # noqa: E402
+from _common import (  # noqa: E402
+    machine,
+    peak_rss_mb,
+    print_table,
+    random_text,
+    random_unit_vectors,
+)
 
 from nbmemory import Memory  # noqa: E402
 
@@ -95,21 +104,42 @@ def nbmemory_write(
     return done - start, done - added
 
 
+def data(n: int) -> tuple[list[str], np.ndarray]:
+    """The texts (all distinct) and vectors of a size, the same in every process."""
+    rng = np.random.default_rng(n)
+    return [f"{i} {random_text(rng, 12)}" for i in range(n)], random_unit_vectors(n)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
     parser.add_argument("--batch", type=int, default=1_000, help="rows per add_events call")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:  # one size through nbmemory, in a process of its own (peak RSS)
+        texts, vectors = data(args.child)
+        inputs = peak_rss_mb()  # the benchmark's own texts and vectors
+        with tempfile.TemporaryDirectory(prefix="nbmemory-write-") as folder:
+            total, in_flush = nbmemory_write(texts, vectors, folder, args.batch)
+        result = {"total": total, "in_flush": in_flush, "rss_mb": peak_rss_mb(), "inputs": inputs}
+        print(json.dumps(result))
+        return
     print(f"machine: {machine()}")
     print(f"add_events in batches of {args.batch:,}, an embedder that costs nothing\n")
     rows = []
     for n in args.sizes:
-        rng = np.random.default_rng(n)
-        texts = [f"{i} {random_text(rng, 12)}" for i in range(n)]  # all distinct
-        vectors = random_unit_vectors(n)
+        texts, vectors = data(n)
         with tempfile.TemporaryDirectory(prefix="nbmemory-write-") as folder:
             floor = duckdb_floor(texts, vectors, folder)
-            total, in_flush = nbmemory_write(texts, vectors, folder, args.batch)
+        del texts, vectors
+        child = subprocess.run(
+            [sys.executable, __file__, "--child", str(n), "--batch", str(args.batch)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+        total, in_flush = result["total"], result["in_flush"]
         rows.append(
             [
                 f"{n:,}",
@@ -117,6 +147,7 @@ def main() -> None:
                 f"{n / total:,.0f}",
                 f"{floor / total:.3f}",
                 f"{in_flush / total:.0%}",
+                f"{result['rss_mb']:,.0f} ({result['inputs']:,.0f})",
             ]
         )
     print_table(
@@ -126,6 +157,7 @@ def main() -> None:
             "nbmemory add_events + flush rows/s",
             "nbmemory / floor",
             "share in flush()",
+            "peak RSS MiB (of it the inputs)",
         ],
         rows,
     )

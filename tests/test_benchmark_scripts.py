@@ -53,7 +53,7 @@ def test_write_benchmark_runs_and_every_row_is_embedded() -> None:
     )
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if line.startswith("| 300 |"))
-    assert len(row.split("|")) == 7  # rows, floor, nbmemory, ratio, share in flush
+    assert len(row.split("|")) == 8  # rows, floor, nbmemory, ratio, share in flush, RSS
 
 
 def test_signals_benchmark_runs_and_the_signals_act() -> None:

@@ -67,7 +67,7 @@ def hybrid_rank(
     vector_hits = vectors.search(
         query_vector, candidates, namespace=namespace, allowed=allowed, score_range=score_range
     )
-    keyword_scores = keywords.score_array(query_text, namespace, allowed=allowed)
+    keyword_scores = keywords.score_array(query_text, namespace, allowed=allowed, top=candidates)
     vector_ids = {event_id for event_id, _ in vector_hits}
     seeds = vector_ids | {event_id for event_id, _ in keyword_scores.top(candidates)}
     if not seeds:
@@ -76,44 +76,46 @@ def hybrid_rank(
     needed = pool | {n for pair in links.values() for n in pair if n is not None}
     if allowed is not None:
         pool &= allowed
+    keyword_scores.prefetch(needed)  # the common terms' share, for all of them at once
     fusion = _Fusion(
         vectors.similarities(query_vector, needed), keyword_scores, score_range, keyword_weight
     )
     named = keywords.speakers_named(query_text, namespace) if speaker_weight else set()
     when = bool(time_weight) and asks_when(query_text)
-    hits = []
+    fused = {event_id: fusion(event_id) for event_id in needed}  # each id once
+    ranked = []
     for event_id in pool:
         similarity = fusion.cosine.get(event_id)
         if not _passes(similarity, floor, strict):
             continue
         before, after = links.get(event_id, (None, None))
-        own = fusion(event_id)
-        neighbour = max(fusion(before), fusion(after))
+        own = fused[event_id]
+        neighbour = max(fused.get(before, 0.0), fused.get(after, 0.0))  # type: ignore[arg-type]
+        score = own + neighbor_weight * neighbour
+        spoken = bool(named) and keywords.speaker(event_id) in named
+        if spoken:
+            score *= 1.0 + speaker_weight
+        timed = when and keywords.mentions_time(event_id)
+        if timed:
+            score *= 1.0 + time_weight
+        ranked.append((score, event_id, similarity, own, neighbour, spoken, timed))
+    ranked.sort(key=lambda h: (-h[0], h[1]))
+    hits = []
+    for score, event_id, similarity, own, neighbour, spoken, timed in ranked[:limit]:
+        keyword_score = keyword_scores.get(event_id, 0.0)
         signals = []
         if event_id in vector_ids:
             signals.append("vector")
-        if keyword_scores.get(event_id, 0.0) > 0:
+        if keyword_score > 0:
             signals.append("keyword")
         if event_id not in seeds or neighbor_weight * neighbour > own:
             signals.append("neighbour")
-        score = own + neighbor_weight * neighbour
-        if named and keywords.speaker(event_id) in named:
-            score *= 1.0 + speaker_weight
+        if spoken:
             signals.append("speaker")
-        if when and keywords.mentions_time(event_id):
-            score *= 1.0 + time_weight
+        if timed:
             signals.append("time")
-        hits.append(
-            HybridHit(
-                id=event_id,
-                score=score,
-                similarity=similarity,
-                keyword_score=keyword_scores.get(event_id, 0.0),
-                signals=signals,
-            )
-        )
-    hits.sort(key=lambda h: (-h.score, h.id))
-    return hits[:limit]
+        hits.append(HybridHit(event_id, score, similarity, keyword_score, signals))
+    return hits
 
 
 def _with_neighbours(

@@ -39,6 +39,9 @@ from .vector_index import positions_mask
 
 K1 = 1.2
 B = 0.75
+#: A query term held by at least this many documents (or a fiftieth of them) is
+#: added lazily, only where it can change the answer (:class:`KeywordScores`).
+DEFER_POSTINGS = 50_000
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _STOPWORDS = frozenset(
@@ -761,7 +764,11 @@ class KeywordIndex:
 
     # -- querying ----------------------------------------------------------------------
     def _term_postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
-        """(positions, term frequencies) of a term, both tiers."""
+        """(positions, term frequencies) of a term, both tiers, in ascending positions.
+
+        Never a view of the new tier's growable arrays: scores keep what they got
+        after the lock is released, and an ``array`` cannot grow while viewed.
+        """
         frozen = tid < len(self._offsets) - 1
         if frozen:
             lo, hi = self._offsets[tid], self._offsets[tid + 1]
@@ -771,19 +778,35 @@ class KeywordIndex:
             if not frozen:
                 return np.zeros(0, np.int32), np.zeros(0, np.float32)
             return positions, tfs
-        more = np.frombuffer(new[0], dtype=np.int32), np.frombuffer(new[1], dtype=np.float32)
+        more = (
+            np.array(new[0], dtype=np.int32),
+            np.array(new[1], dtype=np.float32),
+        )
         if not frozen:
             return more
         return np.concatenate([positions, more[0]]), np.concatenate([tfs, more[1]])
 
     def score_array(
-        self, query: str, namespace: str | None, *, allowed: set[str] | None = None
+        self,
+        query: str,
+        namespace: str | None,
+        *,
+        allowed: set[str] | None = None,
+        top: int = 50,
     ) -> KeywordScores:
-        """BM25 scores of every document for ``query`` (zero where no term matches)."""
+        """BM25 scores of every document for ``query`` (zero where no term matches).
+
+        Terms held by very many documents (``DEFER_POSTINGS``) are added to every
+        document only when needed: once the rarer terms give ``top`` documents a
+        score the common ones together could not make up for, the common terms are
+        left to :class:`KeywordScores`, which adds them only where they can change
+        the answer asked of it.  Terms are summed in one fixed order, so a
+        document's score is the same float whichever way it is computed.
+        """
         with self._lock:
             n = self._size
             total = np.zeros(n, dtype=np.float64)
-            terms = set(tokenize(query))
+            terms = sorted(set(tokenize(query)))
             wanted = None if namespace is None else self._ns.get(namespace)
             if not terms or n == 0 or (namespace is not None and wanted is None):
                 return KeywordScores(self, total)
@@ -792,6 +815,8 @@ class KeywordIndex:
             # one namespace and no dead document (the usual large store): every
             # posting counts, no masks to build
             every = len(self._pos) == n and len(self._ns) == 1
+            defer_at = max(DEFER_POSTINGS, n // 50)
+            parts = []
             for term in terms:
                 tid = self._term_ids.get(term)
                 if tid is None:
@@ -820,11 +845,37 @@ class KeywordIndex:
                     if docs <= 0 or df <= 0:
                         continue
                     idf = math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
-                    # each term occurs once per document's postings: plain indexing adds
-                    total[p] += idf * tf * (K1 + 1.0) / (tf + self._length_norms(code)[p])
+                    parts.append(_TermPart(idf, p, tf, self._length_norms(code)))
+            # rare terms first: they decide the best documents; common ones last
+            parts.sort(key=lambda part: part.positions.size)
             if allowed is not None:
-                total[~positions_mask(self._pos, allowed, n)] = 0.0
-            return KeywordScores(self, total)
+                mask = positions_mask(self._pos, allowed, n)
+                for part in parts:
+                    kept = mask[part.positions]
+                    part.positions, part.tfs = part.positions[kept], part.tfs[kept]
+            else:
+                mask = None
+            deferred: list[_TermPart] = []
+            touched = (
+                np.zeros(n, dtype=bool)
+                if parts[-1:] and parts[-1].positions.size >= defer_at
+                else None
+            )
+            scored = None
+            for at, part in enumerate(parts):
+                if touched is not None and part.positions.size >= defer_at and at and top > 0:
+                    scored = np.flatnonzero(touched)
+                    if scored.size >= top:
+                        kth = np.partition(total[scored], scored.size - top)[scored.size - top]
+                        if kth > sum(rest.bound for rest in parts[at:]):
+                            deferred = parts[at:]
+                            break
+                part.add_to(total)
+                if touched is not None:
+                    touched[part.positions] = True
+            if mask is not None:
+                total[~mask] = 0.0
+            return KeywordScores(self, total, deferred, scored if deferred else None)
 
     def _length_norms(self, code: int) -> np.ndarray:
         """``K1 * (1 - B + B * length / average length)`` of every document, for the
@@ -904,37 +955,147 @@ class KeywordIndex:
         return None
 
 
-class KeywordScores:
-    """BM25 scores of one query over every document of a :class:`KeywordIndex`."""
+class _TermPart:
+    """One query term's contribution over the documents holding it."""
 
-    def __init__(self, index: KeywordIndex, scores: np.ndarray) -> None:
+    __slots__ = ("idf", "positions", "tfs", "norms")
+
+    def __init__(self, idf: float, positions: np.ndarray, tfs: np.ndarray, norms: np.ndarray):
+        self.idf = idf
+        self.positions = positions  # ascending
+        self.tfs = tfs
+        self.norms = norms
+
+    @property
+    def bound(self) -> float:
+        """The most it adds to any document's score (tf / (tf + norm) < 1)."""
+        return self.idf * (K1 + 1.0)
+
+    def weights(self, tfs: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        return self.idf * tfs * (K1 + 1.0) / (tfs + self.norms[positions])
+
+    def add_to(self, total: np.ndarray) -> None:
+        # each term occurs once per document's postings: plain indexing adds
+        total[self.positions] += self.weights(self.tfs, self.positions)
+
+    def add_at(self, scores: np.ndarray, positions: np.ndarray) -> None:
+        """Add this term to ``scores`` of the (ascending) ``positions``."""
+        # the needles in the haystack's dtype: else numpy converts all of the haystack
+        at = np.searchsorted(self.positions, positions.astype(self.positions.dtype))
+        at = np.minimum(at, self.positions.size - 1)
+        hit = self.positions[at] == positions
+        if hit.any():
+            found = at[hit]
+            scores[hit] += self.weights(self.tfs[found], self.positions[found])
+
+
+class KeywordScores:
+    """BM25 scores of one query over every document of a :class:`KeywordIndex`.
+
+    The scores of the common terms (``deferred``) are added lazily, and exactly:
+    :meth:`top` adds them only to the documents that can still reach the top
+    (those whose score without them, plus the most they can add, reaches the
+    ``limit``-th best score without them: no other document can tie or pass it),
+    :meth:`get` to the one document asked.  At a million short memories that
+    skips adding a term to most documents.
+    """
+
+    def __init__(
+        self,
+        index: KeywordIndex,
+        scores: np.ndarray,
+        deferred: list[_TermPart] | None = None,
+        scored: np.ndarray | None = None,
+    ) -> None:
         self._index = index
         self._scores = scores
+        self._deferred = deferred or []
+        #: with deferred terms: the (ascending) positions the others gave a score
+        self._scored = scored
+        self._exact: dict[int, float] = {}
         # the index's id list and map now: a compaction replaces them, so these stay
         # the ones the scores were computed against
         self._ids = index._ids
         self._pos = index._pos
+        self._best: float | None = None
+
+    def _complete(self) -> None:
+        """Add every deferred term to every document."""
+        for part in self._deferred:  # filtered to the allowed documents already
+            part.add_to(self._scores)
+        self._deferred = []
+
+    def _at(self, positions: np.ndarray) -> np.ndarray:
+        """Exact scores at ascending ``positions``."""
+        scores = self._scores[positions].copy()
+        for part in self._deferred:
+            part.add_at(scores, positions)
+        return scores
 
     @property
     def max(self) -> float:
-        return float(self._scores.max()) if self._scores.size else 0.0
+        if self._best is None:
+            best = self.top(1)
+            self._best = best[0][1] if best else 0.0
+        return self._best
 
     def get(self, event_id: str | None, default: float = 0.0) -> float:
         pos = self._pos.get(event_id) if event_id is not None else None
         if pos is None or pos >= self._scores.size:
             return default
-        return float(self._scores[pos])
+        if not self._deferred:
+            return float(self._scores[pos])
+        score = self._exact.get(pos)
+        if score is None:
+            score = self._exact[pos] = float(self._at(np.array([pos]))[0])
+        return score
+
+    def prefetch(self, ids: Iterable[str | None]) -> None:
+        """Compute the exact scores of ``ids`` at once (what :meth:`get` then returns)."""
+        if not self._deferred:
+            return
+        size, known = self._scores.size, self._exact
+        found = {p for i in ids if i is not None and (p := self._pos.get(i)) is not None}
+        positions = np.array(sorted(p for p in found if p < size and p not in known), np.int64)
+        if positions.size:
+            self._exact.update(zip(positions.tolist(), self._at(positions).tolist(), strict=True))
 
     def top(self, limit: int | None) -> list[tuple[str, float]]:
         """The ``limit`` best (id, score) with a score above zero (all when None), best first."""
+        if limit is not None and limit <= 0:
+            return []
+        scored = self._scored
+        if self._deferred and scored is not None and limit is not None and limit <= scored.size:
+            bound = sum(part.bound for part in self._deferred)
+            partial = self._scores[scored]
+            kth = np.partition(partial, partial.size - limit)[partial.size - limit]
+            if kth > bound:  # only documents already within ``bound`` of the cut can reach it
+                hits = scored[partial >= kth - bound]
+                return self._ranked(hits, self._at(hits), limit)
+        self._complete()
         hits = np.flatnonzero(self._scores > 0)  # in index order
+        return self._ranked(hits, self._scores[hits], limit)
+
+    def _ranked(
+        self, hits: np.ndarray, scores: np.ndarray, limit: int | None
+    ) -> list[tuple[str, float]]:
+        """The ``limit`` best of ``hits`` (ascending positions) by ``scores``."""
+        keep = scores > 0
+        hits, scores = hits[keep], scores[keep]
         if limit is not None and hits.size > limit:
             # equal scores are common (BM25 of short texts): the earliest documents
             # win a tie at the cut, whatever numpy's selection algorithm does
-            scores = self._scores[hits]
             kth = -np.partition(-scores, limit - 1)[limit - 1]
-            above = hits[scores > kth]
-            hits = np.sort(np.concatenate([above, hits[scores == kth][: limit - above.size]]))
+            chosen = np.flatnonzero(scores > kth)
+            ties = np.flatnonzero(scores == kth)[: limit - chosen.size]
+            chosen = np.sort(np.concatenate([chosen, ties]))
+            hits, scores = hits[chosen], scores[chosen]
         ids = self._ids
-        ranked = sorted(((ids[i], float(self._scores[i])) for i in hits), key=lambda h: -h[1])
-        return [(event_id, score) for event_id, score in ranked if event_id is not None]
+        ranked = sorted(
+            ((ids[i], float(score)) for i, score in zip(hits.tolist(), scores, strict=True)),
+            key=lambda h: -h[1],
+        )
+        out = [(event_id, score) for event_id, score in ranked if event_id is not None]
+        if out and limit:
+            self._best = out[0][1]
+        return out

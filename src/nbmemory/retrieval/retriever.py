@@ -268,8 +268,9 @@ class Retriever:
         keywords = self.indexes.keywords()
         if mode == "keyword":
             # with a cosine threshold, look further down the keyword ranking
-            ranked = keywords.score_array(query, namespace, allowed=allowed).top(
-                limit if threshold is None else max(limit * 20, 200)
+            wanted_top = limit if threshold is None else max(limit * 20, 200)
+            ranked = keywords.score_array(query, namespace, allowed=allowed, top=wanted_top).top(
+                wanted_top
             )
             cosine = vectors.similarities(vector, [event_id for event_id, _ in ranked])
             hits = []

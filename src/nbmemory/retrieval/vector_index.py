@@ -214,29 +214,46 @@ class VectorIndex:
             if positions is None:  # every row: one matrix-vector product
                 n = self._size
                 scores = self._matrix[:n] @ unit
-                positions = np.flatnonzero(self._valid(namespace, n))
-                scores = scores[positions]
+                if not self._every_row(namespace, n):
+                    positions = np.flatnonzero(self._valid(namespace, n))
+                    scores = scores[positions]
             else:  # a few rows (a filter): score only those
                 scores = self._matrix[positions] @ unit
-            if score_range is not None and positions.size:
+            if score_range is not None and scores.size:
                 score_range[:] = [float(scores.min()), float(scores.max())]
-            keep = np.ones(positions.size, dtype=bool)
+            keep = None
             excluded = [self._pos[i] for i in exclude_ids if i in self._pos]
             if excluded:
-                keep &= ~np.isin(positions, excluded)
+                keep = np.ones(scores.size, dtype=bool)
+                if positions is None:  # scores are by position
+                    keep[excluded] = False
+                else:
+                    keep &= ~np.isin(positions, excluded)
             if threshold is not None:
-                keep &= scores > threshold if strict else scores >= threshold
-            positions, scores = positions[keep], scores[keep]
-            if positions.size == 0:
+                passing = scores > threshold if strict else scores >= threshold
+                keep = passing if keep is None else keep & passing
+            if keep is not None:
+                positions = np.flatnonzero(keep) if positions is None else positions[keep]
+                scores = scores[keep]
+            if scores.size == 0:
                 return []
-            if positions.size > limit:
+            if scores.size > limit:
                 part = np.argpartition(-scores, limit - 1)[:limit]
                 # keep every candidate tied with the k-th score: the caller breaks
                 # ties like the SQL path (newest first, then id)
-                chosen = scores >= scores[part].min()
-                positions, scores = positions[chosen], scores[chosen]
+                chosen = np.flatnonzero(scores >= scores[part].min())
+                positions = chosen if positions is None else positions[chosen]
+                scores = scores[chosen]
+            elif positions is None:  # scores are by position
+                positions = np.arange(scores.size)
             order = np.argsort(-scores, kind="stable")
             return [(self._ids[positions[i]], float(min(1.0, max(-1.0, scores[i])))) for i in order]
+
+    def _every_row(self, namespace: str | None, n: int) -> bool:
+        """Whether every one of the first ``n`` rows is live and of the namespace."""
+        if len(self._pos) != n:
+            return False
+        return namespace is None or (len(self._ns) == 1 and namespace in self._ns)
 
     def _valid(self, namespace: str | None, n: int) -> np.ndarray:
         """Live rows of the namespace (all namespaces when None), as a mask."""
@@ -258,9 +275,10 @@ class VectorIndex:
             return np.flatnonzero(
                 self._valid(namespace, self._size) & positions_mask(self._pos, allowed, self._size)
             )
-        found = np.fromiter(
-            (self._pos[i] for i in allowed if i in self._pos), dtype=np.int64, count=-1
-        )
+        got = list(map(self._pos.get, allowed))  # one look-up each (cache misses dominate)
+        if None in got:  # events without a vector of this model
+            got = [pos for pos in got if pos is not None]
+        found = np.array(got, dtype=np.int64)
         found.sort()
         if namespace is not None:
             code = self._ns.get(namespace)
