@@ -197,13 +197,6 @@ class EventsTable(TableObject):
         )
         return frame
 
-    def text_rows(self) -> list[TextRow]:
-        """(id, namespace, session_id, content, created_at, seq) of events with text."""
-        rows: list[TextRow] = self.store.run(
-            f"SELECT {_TEXT_ROW} FROM events WHERE content IS NOT NULL ORDER BY created_at, seq"
-        )
-        return rows
-
     def text_table(self) -> pa.Table:
         """Events with text for a keyword index built in bulk, oldest first: id,
         namespace, session_id, content, created (epoch microseconds), seq and the row's
@@ -231,7 +224,8 @@ class EventsTable(TableObject):
         )
 
     def text_rows_of(self, seqs: Sequence[int]) -> list[TextRow]:
-        """:meth:`text_rows` of the events with these ``seq`` values, oldest first."""
+        """(id, namespace, session_id, content, created_at, seq) of the events with text
+        and these ``seq`` values, oldest first."""
         rows: list[TextRow] = self.store.run(
             f"SELECT {_TEXT_ROW} FROM events WHERE content IS NOT NULL"
             " AND seq IN (SELECT unnest(?::BIGINT[])) ORDER BY created_at, seq",
