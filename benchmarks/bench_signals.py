@@ -1,27 +1,34 @@
-"""What the hybrid ranking's speaker and time signals cost: search and context latency
-with them on and off, and the write-time work they need per event.
+"""What the hybrid ranking's signals cost: search and context latency against the
+ranking of another checkout, and the write-time work they need per event.
 
-    python benchmarks/bench_signals.py --sizes 10000 100000
+    python benchmarks/bench_signals.py --sizes 10000 100000 --baseline-src ../before/src
 
 For each size, a store of n turns written as transcripts ("Name: text", two of 20
 speakers per session, 100 sessions, 12 Zipf words, a fifth of the turns placing
 something in time: "last week", "on Sunday", "in May 2023") with random 384-d
-vectors.  Half the questions ask "When did <Name> ...?" (both signals act), half
-"What did <Name> ...?" (the speaker signal acts).  Hybrid search (top 5) and
-get_context (hybrid profile) are timed with the default weights (speaker 0.2,
-time 0.3) and with both at 0, in turns (on, off, off, on ...: the machine may be
-shared), the query vector given (the model's query time is the same either way
-and is left out).
+vectors.  Half the questions ask "When did <Name> ...?", half "What did <Name> ...
+in May 2023?" (so the speaker, time and date signals all act).  Hybrid search (top
+5) and get_context (hybrid profile) are timed with the default settings, the query
+vector given (the model's query time is the same either way and is left out).
+
+Each side runs in processes of its own, this checkout's ``src`` and, with
+``--baseline-src``, another's (say a git worktree of the commit before the
+learned fusion), in turns (this, baseline, baseline, this ...: the machine may be
+shared); each side's p50 is the median of its processes' p50s.
 
 At write time the keyword index tokenises each new event for BM25 and, for the
-two signals, reads its speaker ("Name: " at the start) and whether it places
-something in time (one regular expression): ``KeywordIndex.add`` of one event is
-timed whole, and the two detections alone.
+signals, reads its speaker ("Name: " at the start), whether it places something
+in time and the days it names (:func:`nbmemory.retrieval.keyword_index.said_days`)
+and whether it is a question: ``KeywordIndex.add`` of one event is timed whole,
+and the detections alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -32,8 +39,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import _common as bench  # noqa: E402
 
-from nbmemory import Memory, Settings  # noqa: E402
-from nbmemory.retrieval.keyword_index import KeywordIndex, mentions_time, speaker_of  # noqa: E402
+from nbmemory import Memory  # noqa: E402
+from nbmemory.retrieval import keyword_index  # noqa: E402
 
 NAMES = [
     "Caroline", "Melanie", "Jon", "Gina", "Maria", "John", "Joanna", "Nate", "Tim", "Audrey",
@@ -52,56 +59,91 @@ def turn(rng: np.random.Generator, i: int) -> str:
     return text
 
 
-def one_size(n: int, queries: int, rounds: int, writes: int) -> dict:
+def latency(n: int, queries: int, rounds: int) -> dict:
+    """p50 seconds of hybrid search and get_context on a store of ``n`` turns (the
+    nbmemory this process imports: this checkout's or the baseline's)."""
     mem = Memory(":memory:", embedder=bench.FixedEmbedder(), background_consolidation=False)
     bench.fill_store(mem, bench.random_unit_vectors(n, seed=n), content=turn)
-    start = time.perf_counter()
     mem.indexes.keywords()  # built on first use: once, outside the timings
     mem.indexes.vectors(mem.model_name)
-    build_s = time.perf_counter() - start
     rng = np.random.default_rng(7)
     texts = [
-        f"{'When' if i % 2 else 'What'} did {NAMES[i % len(NAMES)]} {bench.random_text(rng, 4)}?"
+        f"When did {NAMES[i % len(NAMES)]} {bench.random_text(rng, 4)}?"
+        if i % 2
+        else f"What did {NAMES[i % len(NAMES)]} {bench.random_text(rng, 4)} in May 2023?"
         for i in range(queries)
     ]
     vectors = bench.random_unit_vectors(queries, seed=n + 1)
     vector_of = {text: vectors[i] for i, text in enumerate(texts)}
     mem.retriever.embed_query = vector_of.__getitem__  # type: ignore[method-assign]
-    on = mem.settings.replace(profile="hybrid")
-    off = on.replace(speaker_weight=0.0, time_weight=0.0)
-    signalled = sum("speaker" in s for s in mem.search(texts[0], limit=50, settings=on)["signals"])
-
-    def search(settings: Settings) -> Callable[[int], object]:
-        return lambda i: mem.search(texts[i % queries], limit=5, mode="hybrid", settings=settings)
-
-    def context(settings: Settings) -> Callable[[int], object]:
-        return lambda i: mem.get_context("s1", texts[i % queries], settings=settings)
-
-    searches = paired(search(on), search(off), queries * rounds)
-    contexts = paired(context(on), context(off), queries * rounds)
+    signalled = sum("speaker" in s for s in mem.search(texts[0], limit=50)["signals"])
+    searches, contexts = paired(
+        lambda i: mem.search(texts[i % queries], limit=5, mode="hybrid"),
+        lambda i: mem.get_context("s1", texts[i % queries]),
+        queries * rounds,
+    )
     mem.close()
-    # write time: one event at a time into an index already holding the n turns
+    return {
+        "search": bench.p50(searches),
+        "context": bench.p50(contexts),
+        "signalled": signalled,
+    }
+
+
+def writes_cost(n: int, writes: int) -> dict:
+    """p50 µs of adding one event to a keyword index of ``n``, and of its detections."""
     rng = np.random.default_rng(n + 2)
-    rows = [(f"e{i}", "ns", f"s{i % 100}", turn(rng, i), i, i) for i in range(n + writes)]
-    index = KeywordIndex()
+    rows = [
+        (f"e{i}", "ns", f"s{i % 100}", turn(rng, i), i * 60_000_000, i) for i in range(n + writes)
+    ]
+    index = keyword_index.KeywordIndex()
     index.rebuild(rows[:n])
     fresh = [row[3] for row in rows[n:]]
-    add, detect = paired(
-        lambda i: index.add([rows[n + i]]),
-        lambda i: (speaker_of(fresh[i]), mentions_time(fresh[i])),
-        writes,
-        warmup=0,
+
+    def detect(i: int) -> object:
+        text = fresh[i]
+        timed = keyword_index.mentions_time(text)
+        days = keyword_index.said_days(text, rows[n + i][4]) if timed else None
+        return keyword_index.speaker_of(text), days, text.rstrip().endswith("?")
+
+    add, detected = paired(lambda i: index.add([rows[n + i]]), detect, writes, warmup=0)
+    return {"add_us": bench.p50(add) * 1e6, "detect_us": bench.p50(detected) * 1e6}
+
+
+def side(src: Path, n: int, queries: int, rounds: int) -> dict:
+    """:func:`latency` in a process of its own that imports nbmemory from ``src``."""
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", str(n), "--queries", str(queries)]
+        + ["--rounds", str(rounds)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(src)},
     )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def one_size(
+    n: int, queries: int, rounds: int, writes: int, baseline: Path | None, processes: int
+) -> dict:
+    here = Path(__file__).resolve().parent.parent / "src"
+    runs: dict[str, list[dict]] = {"now": [], "before": []}
+    for i in range(processes):
+        order = ("now", "before") if i % 2 == 0 else ("before", "now")
+        for which in order:
+            if which == "before" and baseline is None:
+                continue
+            runs[which].append(side(here if which == "now" else baseline, n, queries, rounds))
+
+    def median(which: str, key: str) -> float | None:
+        values = [r[key] for r in runs[which]]
+        return float(np.median(values)) if values else None
+
     return {
         "n": n,
-        "build_s": build_s,
-        "signalled": signalled,
-        "search_on": bench.p50(searches[0]),
-        "search_off": bench.p50(searches[1]),
-        "context_on": bench.p50(contexts[0]),
-        "context_off": bench.p50(contexts[1]),
-        "add_us": bench.p50(add) * 1e6,
-        "detect_us": bench.p50(detect) * 1e6,
+        "signalled": runs["now"][0]["signalled"],
+        **{f"{k}_{w}": median(w, k) for k in ("search", "context") for w in ("now", "before")},
+        **writes_cost(n, writes),
     }
 
 
@@ -128,32 +170,45 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=50, help="questions per round")
     parser.add_argument("--rounds", type=int, default=4, help="times each question is asked")
     parser.add_argument("--writes", type=int, default=2000, help="events added one at a time")
+    parser.add_argument(
+        "--baseline-src", type=Path, default=None, help="another checkout's src to compare with"
+    )
+    parser.add_argument("--processes", type=int, default=2, help="processes per side and size")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    results = [one_size(n, args.queries, args.rounds, args.writes) for n in args.sizes]
+    if args.child:
+        print(json.dumps(latency(args.child, args.queries, args.rounds)))
+        return
+    results = [
+        one_size(n, args.queries, args.rounds, args.writes, args.baseline_src, args.processes)
+        for n in args.sizes
+    ]
     print(f"machine: {bench.machine()}\n")
     print(
         f"hybrid search (top 5) and get_context, {args.queries} questions x {args.rounds} rounds, "
-        "query vector given: speaker and time signals on (0.2 / 0.3) vs off (0 / 0)"
+        f"query vector given, {args.processes} process(es) per side: this checkout"
+        + (f" vs {args.baseline_src}" if args.baseline_src else "")
     )
+
+    def pair(r: dict, key: str) -> list[str]:
+        now, before = r[f"{key}_now"], r[f"{key}_before"]
+        if before is None:
+            return [bench.ms(now), "-"]
+        return [f"{bench.ms(now)} / {bench.ms(before)}", f"{now / before:.2f}x"]
+
     bench.print_table(
-        ["memories", "search p50 ms on / off", "search on / off"]
-        + ["get_context p50 ms on / off", "get_context on / off", "speaker hits in a top 50"],
-        [
-            [
-                f"{r['n']:,}",
-                f"{bench.ms(r['search_on'])} / {bench.ms(r['search_off'])}",
-                f"{r['search_on'] / r['search_off']:.2f}x",
-                f"{bench.ms(r['context_on'])} / {bench.ms(r['context_off'])}",
-                f"{r['context_on'] / r['context_off']:.2f}x",
-                r["signalled"],
-            ]
-            for r in results
+        ["memories", "search p50 ms now / before", "search now / before"]
+        + [
+            "get_context p50 ms now / before",
+            "get_context now / before",
+            "speaker hits in a top 50",
         ],
+        [[f"{r['n']:,}", *pair(r, "search"), *pair(r, "context"), r["signalled"]] for r in results],
     )
     print()
     print(f"write time, {args.writes} events added one at a time to the keyword index")
     bench.print_table(
-        ["memories", "KeywordIndex.add p50 µs/event", "speaker + time detection p50 µs/event"]
+        ["memories", "KeywordIndex.add p50 µs/event", "signal detection p50 µs/event"]
         + ["share of the add"],
         [
             [

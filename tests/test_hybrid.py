@@ -6,6 +6,7 @@ import math
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,10 +28,11 @@ def blind_model(texts: list[str]) -> np.ndarray:
     return np.ones((len(texts), 8), dtype=np.float32)
 
 
-def test_tokenize_drops_stop_words_and_stems_lightly():
+def test_tokenize_drops_stop_words_and_stems_with_snowball():
     assert tokenize("She painted; painting and paints!") == ["paint", "paint", "paint"]
+    assert tokenize("activities and active") == ["activ", "activ"]
     assert tokenize("Caroline went to the LGBTQ support group") == [
-        "caroline",
+        "carolin",
         "went",
         "lgbtq",
         "support",
@@ -239,7 +241,7 @@ def test_a_question_naming_a_speaker_favours_their_turns(store_path):
         hits = mem.search("When did Alice adopt a dog?", limit=2)
         assert hits["id"].iloc[0] == alice.id and "speaker" in hits["signals"].iloc[0]
         assert hits["score"].iloc[0] > hits["score"].iloc[1]
-        mem.configure(speaker_weight=0.0)  # off: the tie is broken by id, not the speaker
+        mem.configure(signal_weights={"speaker": 0})  # off: a tie broken by id, not the speaker
         hits = mem.search("When did Alice adopt a dog?", limit=2)
         assert set(hits["id"]) == {alice.id, bob.id}
         assert hits["score"].iloc[0] == pytest.approx(hits["score"].iloc[1])
@@ -282,7 +284,7 @@ def test_a_when_question_favours_turns_that_place_things_in_time(store_path):
     """Two turns alike but for one word, a weekday in one of them: on "when?" the
     turn with the weekday wins, and only then."""
 
-    with Memory(store_path, embedder=blind_model, speaker_weight=0.0) as mem:
+    with Memory(store_path, embedder=blind_model, signal_weights={"speaker": 0}) as mem:
         undated = mem.add_event("s", "user", "we adopted a dog on Sundae")
         dated = mem.add_event("s", "user", "we adopted a dog on Sunday")
         for i in range(10):
@@ -291,8 +293,8 @@ def test_a_when_question_favours_turns_that_place_things_in_time(store_path):
         hits = mem.search("When did we adopt a dog?", limit=2)
         assert hits["id"].iloc[0] == dated.id and "time" in hits["signals"].iloc[0]
         # not a "when" question, or the weight off: the two tie
-        for query, weight in (("Did we adopt a dog?", 0.3), ("When did we adopt a dog?", 0.0)):
-            mem.configure(time_weight=weight)
+        for query, weight in (("Did we adopt a dog?", 1.0), ("When did we adopt a dog?", 0.0)):
+            mem.configure(signal_weights={"speaker": 0, "time": weight})
             hits = mem.search(query, limit=2)
             assert set(hits["id"]) == {dated.id, undated.id}
             assert hits["score"].iloc[0] == pytest.approx(hits["score"].iloc[1])
@@ -339,22 +341,40 @@ def test_profiles_change_get_context_relevance(store_path):
         assert {"relevance_score", "signals"} <= set(frame.columns)
 
 
-def test_hybrid_recall_at_10_on_five_locomo_conversations(locomo):
-    """recall@10 >= 0.73 on the five conversations, offline, with the default model
-    (0.750 measured; 0.710 before the speaker and time signals)."""
-    recalls: dict[str, list[float]] = {"vector": [], "hybrid": []}
+#: recall@10 per LoCoMo category before the learned fusion (speaker, time and
+#: neighbours fixed by hand): no category may get worse.
+BEFORE_FUSION = {1: 0.461, 2: 0.854, 3: 0.405, 4: 0.846}
+
+
+def test_hybrid_meets_the_retrieval_goals_on_five_locomo_conversations(locomo):
+    """recall@10 >= 0.80, recall@5 >= 0.70 and MRR >= 0.58 on the five conversations,
+    offline, with the default model and weights; no question category worse than
+    before the learned fusion, multi-hop and open-domain 5 points better."""
+    rows = []
     for mem, conversation in locomo.all():
         for row in conversation.queries().itertuples():
             relevant = set(row.relevant_ids)
-            for mode in recalls:
-                hits = mem.search(
-                    row.question, limit=10, mode=mode, namespace=conversation.namespace
-                )
-                recalls[mode].append(len(relevant & set(hits["id"])) / len(relevant))
-    vector, hybrid = (float(np.mean(recalls[m])) for m in ("vector", "hybrid"))
-    assert len(recalls["hybrid"]) >= 750
-    assert hybrid >= 0.73, f"hybrid recall@10 = {hybrid:.3f}"
-    assert hybrid > vector + 0.1, (vector, hybrid)
+            hits = mem.search(row.question, limit=10, namespace=conversation.namespace)["id"]
+            first = next((i for i, x in enumerate(hits) if x in relevant), None)
+            rows.append(
+                {
+                    "category": row.category,
+                    "recall@5": len(relevant & set(hits[:5])) / len(relevant),
+                    "recall@10": len(relevant & set(hits)) / len(relevant),
+                    "rr": 0.0 if first is None else 1 / (first + 1),
+                }
+            )
+    frame = pd.DataFrame(rows)
+    assert len(frame) >= 750
+    measured = frame[["recall@5", "recall@10", "rr"]].mean()
+    assert measured["recall@10"] >= 0.80, measured
+    assert measured["recall@5"] >= 0.70, measured
+    assert measured["rr"] >= 0.58, measured
+    by_category = frame.groupby("category")["recall@10"].mean()
+    for category, before in BEFORE_FUSION.items():
+        assert by_category[category] >= before, (category, by_category[category])
+    for category in (1, 3):  # multi-hop, open-domain
+        assert by_category[category] >= BEFORE_FUSION[category] + 0.05, by_category
 
 
 def test_keyword_churn_compacts_and_matches_a_fresh_index():
@@ -431,20 +451,19 @@ def test_every_time_expression_the_regex_knows_passes_the_pre_check():
 @given(st.lists(st.sampled_from([*_TIME_PIECES, "painted", "paints", "the", "is"]), max_size=9))
 @settings(max_examples=300, deadline=None)
 def test_tokenize_stems_each_word_as_the_rule_says_cached_or_not(pieces):
+    from py_rust_stemmers import SnowballStemmer
+
     from nbmemory.retrieval import keyword_index
 
+    stemmer = SnowballStemmer("english")
+
     def by_the_rule(text: str) -> list[str]:
-        out = []
-        for word in keyword_index._WORD_RE.findall(text.lower()):
-            if word in keyword_index._STOPWORDS:
-                continue
-            if word.isascii() and len(word) > 4:
-                for suffix in ("ing", "ed", "es", "s"):
-                    if word.endswith(suffix):
-                        word = word[: -len(suffix)]
-                        break
-            out.append(word)
-        return out
+        words = keyword_index._WORD_RE.findall(text.lower())
+        return [
+            stemmer.stem_word(w) if w.isascii() else w
+            for w in words
+            if w not in keyword_index._STOPWORDS
+        ]
 
     text = " ".join(pieces)
     assert tokenize(text) == by_the_rule(text)  # cache warm from earlier examples

@@ -5,6 +5,7 @@ Also the fused score of a single hybrid hit (it was 0.0: min-max over one value)
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import subprocess
 import sys
@@ -343,20 +344,39 @@ def test_a_sqlite_import_keeps_the_files_importance(tmp_path: Path) -> None:
 
 
 def test_a_single_hybrid_hit_has_its_real_fused_score() -> None:
+    """One memory: its score is the weighted sum of its features, each as documented
+    (cosine clipped when there is no spread, BM25 over the best, both ranks 1, its
+    session's best fused score, no neighbour; the question names "Kyoto")."""
+    from nbmemory.config import DEFAULT_WEIGHTS as w
+
     with Memory(":memory:", embedder="hash") as mem:
         mem.add_memory("The Kyoto ryokan serves breakfast at seven")
         mem.flush()
-        weight = mem.settings.keyword_weight
-        # shares words: cosine and BM25 both count
         hit = mem.search("breakfast in Kyoto", mode="hybrid").iloc[0]
-        cos_part = min(1.0, max(0.0, hit["similarity"]))
-        assert hit["score"] == pytest.approx((1 - weight) * cos_part + weight * 1.0)
-        assert cos_part > 0
+        cos = min(1.0, max(0.0, hit["similarity"]))
+        assert cos > 0
+        fused = 0.5 * cos + 0.5 * 1.0
+        terms = 5  # kyoto ryokan serv breakfast seven
+        expected = (
+            w["cosine"] * cos
+            + w["cosine_rank"]
+            + w["keywords"]
+            + w["keyword_rank"]
+            + w["agreement"] * cos
+            + w["session"] * fused
+            + w["mention"]
+            + w["length"] * math.log1p(terms)
+        )
+        assert hit["score"] == pytest.approx(expected)
+        assert "mention" in hit["signals"]
         # no shared word, similar spelling (character trigrams): cosine alone
-        hit = mem.search("Kioto brekfast", mode="hybrid").iloc[0]
+        hit = mem.search("kioto brekfast", mode="hybrid").iloc[0]
         assert hit["keyword_score"] == 0
-        assert hit["similarity"] > 0
-        assert hit["score"] == pytest.approx((1 - weight) * hit["similarity"])
+        cos = hit["similarity"]
+        assert hit["score"] == pytest.approx(
+            w["cosine"] * cos + w["cosine_rank"] + w["session"] * 0.5 * cos
+            + w["length"] * math.log1p(terms)
+        )  # fmt: skip
 
 
 def test_equal_similarities_are_scored_by_their_value() -> None:

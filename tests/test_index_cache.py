@@ -288,3 +288,21 @@ def test_a_damaged_copy_of_ours_is_not_used_and_is_replaced(saved):
     with open_mem(saved) as mem:  # the rebuild saved a sound copy in its place
         assert counts(mem)["keyword loads"] == 1
         assert answers(mem) == expected
+
+
+def test_a_copy_of_an_older_format_is_rebuilt_and_replaced(saved):
+    """A copy from before the stemmer changed holds other terms: never read, rewritten."""
+    from nbmemory.retrieval.index_cache import FORMAT
+
+    path = Path(saved + SUFFIX) / "keywords.npz"
+    with np.load(path) as saved_arrays:
+        arrays = dict(saved_arrays)
+    header = json.loads(arrays["header"].tobytes())
+    header["format"] = FORMAT - 1
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    with open_mem(saved) as mem:
+        assert len(mem.search("lake", mode="keyword")) > 0
+        assert counts(mem)["keyword loads"] == 0 and counts(mem)["keyword rebuilds"] == 1
+    with np.load(path) as rewritten:
+        assert json.loads(rewritten["header"].tobytes())["format"] == FORMAT

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,12 +69,15 @@ class Settings:
     # query; "spec" is the Rust agent layer's: cosine-only relevance, salience
     # by importance alone.
     profile: str = "hybrid"
-    keyword_weight: float = 0.5
-    neighbor_weight: float = 0.5
-    #: hybrid: a turn written by a speaker the query names ("Name: text") scores x (1 + w)
-    speaker_weight: float = 0.2
-    #: hybrid: on a "when" question, a turn that places something in time scores x (1 + w)
-    time_weight: float = 0.3
+    #: hybrid: feature -> weight of the fused score, over the fitted defaults
+    #: (``nbmemory.retrieval.fusion.FEATURES``; ``nbmemory eval ... --fit`` fits them)
+    fusion_weights: dict[str, float] | None = None
+    #: hybrid: signal -> how much of it (1 as fitted, 0 off), e.g. {"speaker": 0}
+    #: (``nbmemory.retrieval.fusion.SIGNALS``)
+    signal_weights: dict[str, float] = field(default_factory=dict)
+    #: hybrid: on a question asking for several things, what each further pick
+    #: from an already picked session costs (0: no re-ordering)
+    diversity_weight: float = 0.5
     hybrid_candidates: int = 50
     #: Save the in-memory indexes beside the store file (``<store>.nbmemory-index/``)
     #: so a new process loads them instead of rebuilding: seconds instead of a
@@ -109,8 +113,17 @@ class Settings:
             object.__setattr__(
                 self, "relevance_threshold", PROFILES[self.profile]["relevance_threshold"]
             )
-        for name in ("keyword_weight", "neighbor_weight", "speaker_weight", "time_weight"):
-            check_unit_interval(getattr(self, name), name)
+        object.__setattr__(self, "fusion_weights", check_fusion_weights(self.fusion_weights))
+        object.__setattr__(self, "signal_weights", check_signal_weights(self.signal_weights))
+        if (
+            isinstance(self.diversity_weight, bool)
+            or not is_number(self.diversity_weight)
+            or not math.isfinite(self.diversity_weight)
+            or self.diversity_weight < 0
+        ):
+            raise InvalidInput(
+                f"diversity_weight must be a number >= 0 (0: off), got {self.diversity_weight!r}"
+            )
         check_limit(self.hybrid_candidates, "hybrid_candidates", allow_zero=False)
         for name in ("salience_threshold", "relevance_threshold", "similarity_threshold"):
             check_unit_interval(getattr(self, name), name, low=-1.0)
@@ -156,6 +169,9 @@ class Settings:
         """A copy with ``changes`` applied (and validated); unknown names are an error."""
         known = {f.name for f in dataclasses.fields(self)} - {"relevance_threshold_explicit"}
         unknown = sorted(set(changes) - known)
+        retired = [RETIRED[name] for name in unknown if name in RETIRED]
+        if retired:
+            raise InvalidInput(retired[0])
         if unknown:
             raise InvalidInput(
                 f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
@@ -185,6 +201,128 @@ class Settings:
         values = dataclasses.asdict(self)
         values.pop("relevance_threshold_explicit", None)
         return values
+
+
+# -- the fused ranking of the hybrid profile (nbmemory.retrieval.fusion) ------------
+#: feature -> what it measures (one value per candidate memory).
+FEATURES: dict[str, str] = {
+    "cosine": "cosine similarity, min-max normalised over the searched memories",
+    "cosine_rank": "1 / rank among the cosine candidates (0 outside them)",
+    "keywords": "BM25 score / the best BM25 score of the query",
+    "keyword_rank": "1 / rank among the BM25 candidates (0 outside them)",
+    "agreement": "cosine x keywords: both rankers agree",
+    "neighbour": "the stronger fused score (0.5 cosine + 0.5 keywords) of the turn "
+    "before and after it in its session",
+    "neighbour_cosine": "the stronger cosine of its two neighbours",
+    "neighbour_keywords": "the stronger keyword score of its two neighbours",
+    "speaker": "written (as 'Name: text') by a speaker the question names",
+    "speaker_fused": "speaker x its fused score",
+    "other_speaker": "the question names a speaker, and not this turn's",
+    "mention": "share of the names the question mentions (capitalised words that "
+    "are not speakers) that the memory's text holds",
+    "time": "a when-question, and the memory places something in time",
+    "time_fused": "time x its fused score",
+    "date_written": "written in the period the question names ('in May 2023', 'on 7 July, 2023')",
+    "date_said": "says something happened in that period ('last week', read "
+    "against when it was written)",
+    "date_after": "written in the two weeks after that period (people tell what "
+    "happened afterwards)",
+    "session": "the best fused score in its session (a session that answers part "
+    "of the question holds more of it)",
+    "question_turn": "the memory is itself a question (ends with '?')",
+    "length": "log(1 + its number of keyword terms)",
+}
+
+#: signal -> its features (a feature may serve two signals).
+SIGNALS: dict[str, tuple[str, ...]] = {
+    "keywords": ("keywords", "keyword_rank", "agreement", "neighbour_keywords"),
+    "neighbours": ("neighbour", "neighbour_cosine", "neighbour_keywords"),
+    "speaker": ("speaker", "speaker_fused", "other_speaker"),
+    "mentions": ("mention",),
+    "time": ("time", "time_fused"),
+    "dates": ("date_written", "date_said", "date_after"),
+    "session": ("session",),
+    "form": ("question_turn", "length"),
+}
+
+#: Fitted on the five LoCoMo conversations, all-MiniLM-L6-v2 (docs/retrieval.md).
+DEFAULT_WEIGHTS: dict[str, float] = {name: 0.0 for name in FEATURES}
+DEFAULT_WEIGHTS.update(
+    {
+        "cosine": 4.78,
+        "cosine_rank": 0.13,
+        "keywords": 4.52,
+        "keyword_rank": 1.0,
+        "agreement": -3.76,
+        "neighbour": 2.87,
+        "neighbour_cosine": 0.2,
+        "neighbour_keywords": 0.0,
+        "speaker": 1.56,
+        "speaker_fused": -1.12,
+        "other_speaker": -1.55,
+        "mention": 0.49,
+        "time": -0.44,
+        "time_fused": 3.37,
+        "date_written": 6.17,
+        "date_said": 1.53,
+        "date_after": 3.37,
+        "session": 6.08,
+        "question_turn": -0.54,
+        "length": 1.39,
+    }
+)
+
+
+def check_fusion_weights(value: object) -> dict[str, float] | None:
+    """``Settings.fusion_weights`` validated: None, or feature -> finite number."""
+    return _check_mapping(value, FEATURES, "fusion_weights", "features")
+
+
+def check_signal_weights(value: object) -> dict[str, float]:
+    """``Settings.signal_weights`` validated: signal -> a number >= 0."""
+    checked = _check_mapping(value, SIGNALS, "signal_weights", "signals") or {}
+    negative = [name for name, v in checked.items() if v < 0]
+    if negative:
+        raise InvalidInput(f"signal_weights[{negative[0]!r}] must be >= 0 (0 turns it off)")
+    return checked
+
+
+def _check_mapping(
+    value: object, known: Mapping[str, object], label: str, kind: str
+) -> dict[str, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"{label} must be a dict of name -> number, got {value!r}")
+    unknown = sorted(str(k) for k in value if k not in known)
+    if unknown:
+        raise InvalidInput(
+            f"unknown {kind} in {label}: {', '.join(unknown)}; {kind}: {', '.join(known)}"
+        )
+    checked = {}
+    for name, number in value.items():
+        if isinstance(number, bool) or not is_number(number):
+            raise InvalidInput(f"{label}[{name!r}] must be a number, got {number!r}")
+        if not math.isfinite(number):
+            raise InvalidInput(f"{label}[{name!r}] must be finite, got {number!r}")
+        checked[str(name)] = float(number)
+    return checked
+
+
+#: Settings that were replaced, and what to use instead.
+RETIRED = {
+    name: (
+        f"{name} was replaced by the fitted fusion weights: use "
+        f"signal_weights={{{signal!r}: 0}} to turn the signal off, or fusion_weights="
+        "(nbmemory eval ... --fit fits them on your own labelled questions)"
+    )
+    for name, signal in (
+        ("keyword_weight", "keywords"),
+        ("neighbor_weight", "neighbours"),
+        ("speaker_weight", "speaker"),
+        ("time_weight", "time"),
+    )
+}
 
 
 #: Retrieval profiles.  ``spec`` is the Rust agent layer's exactly; ``hybrid`` is

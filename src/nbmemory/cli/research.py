@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..memory import Memory
+from ..research.evaluation import frame_to_markdown
 from .options import store_options
 
 
@@ -69,7 +70,22 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--ablation",
         action="store_true",
         help="instead of the strategies, the hybrid search with each of its signals switched "
-        "off in turn (speaker, time, neighbours, keywords) and plain cosine: recall@K, hit@K, MRR",
+        "off in turn (keywords, neighbours, speaker, mentions, time, dates, session, form, "
+        "diversity) and plain cosine: recall@K, hit@K, MRR",
+    )
+    locomo.add_argument(
+        "--fit",
+        action="store_true",
+        help="instead of the strategies, fit the hybrid search's weights on these "
+        "conversations and print them with recall@K, hit@K, MRR before and after (and with "
+        "each conversation held out, given two or more)",
+    )
+    locomo.add_argument(
+        "--fit-out",
+        metavar="FILE",
+        default=None,
+        help="with --fit: write the fitted weights as JSON to FILE (load them with "
+        "Settings(fusion_weights=json.load(open(FILE))))",
     )
     locomo.add_argument(
         "--reranker",
@@ -144,6 +160,12 @@ def cmd_eval_locomo(args: argparse.Namespace) -> int:
     from ..research.thresholds import labelled_similarities, suggest_threshold, threshold_sweep
 
     files = [f for path in args.paths for f in locomo_files(path)]
+    if args.fit_out and not args.fit:
+        raise InvalidInput("--fit-out writes the weights --fit fits; add --fit")
+    if args.fit and args.ablation:
+        raise InvalidInput("--fit and --ablation are two runs; pick one")
+    if args.fit:
+        return _eval_fit(args, files)
     if args.ablation:
         return _eval_ablation(args, files)
     profiles = [p.strip() for p in (args.profile or "spec,hybrid").split(",") if p.strip()]
@@ -194,16 +216,7 @@ def _eval_ablation(args: argparse.Namespace, files: list[Path]) -> int:
     from ..research.datasets import load_locomo
     from ..research.evaluation import evaluate_ablation, parse_ks
 
-    unused = [
-        flag
-        for flag, value in (
-            ("--profile", args.profile),
-            ("--strategies", args.strategies),
-            ("--threshold", args.threshold),
-            ("--target-recall", args.target_recall),
-        )
-        if value is not None
-    ]
+    unused = _set_flags(args, "profile", "strategies", "threshold", "target_recall")
     if unused:
         raise InvalidInput(
             f"--ablation evaluates the hybrid profile's search with each signal switched off; "
@@ -219,13 +232,54 @@ def _eval_ablation(args: argparse.Namespace, files: list[Path]) -> int:
         params = result.parameters
         print(
             f"LoCoMo: {len(files)} conversation(s), {int(result.table['questions'].iloc[0])} "
-            f"questions; model {params['model']}; hybrid search (keyword_weight "
-            f"{params['keyword_weight']}, neighbor_weight {params['neighbor_weight']}, "
-            f"speaker_weight {params['speaker_weight']}, time_weight {params['time_weight']}), "
+            f"questions; model {params['model']}; hybrid search (weights "
+            f"{params['fusion_weights']}, diversity_weight {params['diversity_weight']}), "
             f"one signal switched off per row{_reranked(params)}"
         )
         _print_tables(result, args, ks)
     return 0
+
+
+def _eval_fit(args: argparse.Namespace, files: list[Path]) -> int:
+    """``nbmemory eval locomo --fit``: fit the hybrid weights, print them and what they change."""
+    from ..research.datasets import load_locomo
+    from ..research.fitting import fit
+
+    unused = _set_flags(args, "profile", "strategies", "threshold", "target_recall", "reranker")
+    unused += ["--by-category"] if args.by_category else []
+    if unused:
+        raise InvalidInput(f"--fit fits the hybrid search's weights; leave out {', '.join(unused)}")
+    if args.fit_out and Path(args.fit_out).expanduser().is_dir():
+        raise InvalidInput(f"--fit-out {args.fit_out} is a folder; name a .json file")
+    with _memory(args, ":memory:", estimate_importance=args.estimate_importance) as mem:
+        loaded = [load_locomo(f, mem) for f in files]
+        result = fit(mem, loaded, k=args.k)
+        print(
+            f"LoCoMo: {len(files)} conversation(s), {int(result.table['questions'].iloc[0])} "
+            f"questions; model {result.parameters['model']}; hybrid search weights fitted "
+            "on these questions"
+        )
+        print(result.to_markdown() if args.markdown else str(result))
+        print()
+        frame = result.weights_frame()
+        print(
+            frame_to_markdown(frame.reset_index())
+            if args.markdown
+            else frame.to_string(float_format=lambda v: f"{v:.3f}")
+        )
+        if args.fit_out:
+            target = Path(args.fit_out).expanduser()
+            try:
+                target.write_text(result.to_json() + "\n", encoding="utf-8")
+            except OSError as exc:
+                raise InvalidInput(f"cannot write {target}: {exc.strerror or exc}") from None
+            print(f"\nweights written to {target}: Settings(fusion_weights=json.load(open(...)))")
+    return 0
+
+
+def _set_flags(args: argparse.Namespace, *names: str) -> list[str]:
+    """The options among ``names`` the command line gave (as ``--flag-name``)."""
+    return ["--" + name.replace("_", "-") for name in names if getattr(args, name) is not None]
 
 
 def _reranked(parameters: dict[str, Any]) -> str:
@@ -235,7 +289,6 @@ def _reranked(parameters: dict[str, Any]) -> str:
 def _print_tables(result: Any, args: argparse.Namespace, ks: list[int]) -> None:
     """The evaluation's table, then with ``--by-category`` recall, hit and all at the
     largest k per question category."""
-    from ..research.evaluation import frame_to_markdown
 
     print(result.to_markdown() if args.markdown else str(result))
     if args.by_category:

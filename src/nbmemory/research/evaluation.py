@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import pandas as pd
 
+from ..config import SIGNALS
 from ..errors import InvalidInput
 from ..retrieval.rerank import reranker_name
 from .datasets import LoadedConversation
@@ -429,10 +430,8 @@ def evaluate_profiles(
 #: ranking off; the last is plain cosine (``search(mode="vector")``).
 ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "hybrid (all signals)": ("hybrid", {}),
-    "without speaker (speaker_weight=0)": ("hybrid", {"speaker_weight": 0.0}),
-    "without time (time_weight=0)": ("hybrid", {"time_weight": 0.0}),
-    "without neighbours (neighbor_weight=0)": ("hybrid", {"neighbor_weight": 0.0}),
-    "without keywords (keyword_weight=0)": ("hybrid", {"keyword_weight": 0.0}),
+    **{f"without {signal}": ("hybrid", {"signal_weights": {signal: 0.0}}) for signal in SIGNALS},
+    "without diversity (diversity_weight=0)": ("hybrid", {"diversity_weight": 0.0}),
     "vector (cosine only)": ("relevance", {}),
 }
 
@@ -470,10 +469,8 @@ def evaluate_ablation(
     parameters = {
         "k": ",".join(str(x) for x in ks),
         "profile": "hybrid",
-        **{
-            name: getattr(base, name)
-            for name in ("keyword_weight", "neighbor_weight", "speaker_weight", "time_weight")
-        },
+        "fusion_weights": "fitted on LoCoMo" if not base.fusion_weights else "custom",
+        "diversity_weight": base.diversity_weight,
         "model": memory.model_name,
         **_reranker_parameter(memory),
     }

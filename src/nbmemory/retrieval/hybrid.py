@@ -1,37 +1,57 @@
-"""Hybrid relevance: cosine similarity fused with BM25 keywords and neighbouring turns.
+"""Hybrid relevance: cosine similarity and BM25 keywords, fused by learned weights.
 
 Measured on the five LoCoMo conversations (760 questions, all-MiniLM-L6-v2),
-recall@10 of the evidence turns: cosine 0.51, BM25 0.60, this fusion 0.75
+recall@10 of the evidence turns: cosine 0.51, BM25 0.61, this ranking 0.81
 (docs/retrieval.md).  For one query:
 
 1. candidates: the top ``candidates`` memories by cosine and the top ``candidates``
    by BM25 (both exact, from the in-memory indexes), plus the turn before and
-   after each of them in its session;
-2. ``fused = (1 - w) * cos_norm + w * bm25_norm`` where cosine is min-max
-   normalised over the searched memories (the similarity itself, clipped to 0..1,
-   when they are all equal: a single memory) and BM25 divided by its maximum;
-3. ``score = fused + neighbour_weight * max(fused(previous), fused(next))``: a turn
-   next to a strong hit is likely part of the same exchange (answers often span
-   a question and its reply);
-4. a turn written as "Name: text" by a speaker the query names ("What did
-   Caroline research?") scores ``x (1 + speaker_weight)``: people ask about what
-   someone said or did, and that person's own turns hold it;
-5. on a question that asks *when*, a turn that places something in time
-   ("yesterday", "last May", a weekday, a year) scores ``x (1 + time_weight)``;
-6. memories whose cosine similarity does not pass the floor are dropped.
+   after each of them in its session; those under the cosine floor are dropped;
+2. each candidate is described by :data:`nbmemory.retrieval.fusion.FEATURES`: its
+   cosine (min-max over the searched memories) and BM25 (over the best), its
+   neighbours', its session's best, whether a speaker the question names wrote it,
+   whether it places something in time on a *when* question, whether it was
+   written in (or says something happened in) the period the question names,
+   the names of the question it holds, whether it is itself a question, its length;
+3. its score is the weighted sum of those features (weights fitted on labelled
+   questions, :mod:`nbmemory.retrieval.fusion`);
+4. on a question that asks for several things ("What activities ...", "How
+   many ..."), the best candidates are re-ordered so that each further pick from a
+   session already picked costs ``diversity`` (their answers are spread over
+   sessions).
 
 Each hit says which signals found it (``vector``, ``keyword``, ``neighbour``,
-``speaker``, ``time``).
+``speaker``, ``mention``, ``time``, ``date``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .keyword_index import KeywordIndex, KeywordScores, asks_when
+from .dates import question_period
+from .fusion import (
+    AFTER_DAYS,
+    DIVERSITY_POOL,
+    FEATURES,
+    MAX_PERIOD_DAYS,
+    asks_for_several,
+    names_mentioned,
+)
+from .keyword_index import KeywordIndex, asks_when
 from .vector_index import VectorIndex
+
+_COLUMN = {name: i for i, name in enumerate(FEATURES)}
+#: Signals a hit names when one of their features counted in its score.
+_SHOWN = (
+    ("speaker", ("speaker", "speaker_fused")),
+    ("mention", ("mention",)),
+    ("time", ("time", "time_fused")),
+    ("date", ("date_written", "date_said", "date_after")),
+)
+_EPOCH_DAY = dt.date(1970, 1, 1)
 
 
 @dataclass
@@ -43,6 +63,23 @@ class HybridHit:
     signals: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Candidates:
+    """The candidates of one query and their features (one row per candidate)."""
+
+    ids: list[str]
+    features: np.ndarray
+    similarity: list[float | None]
+    keyword_score: np.ndarray
+    sessions: np.ndarray
+    seeds: set[str]
+    vector_ids: set[str]
+    several: bool
+
+    def column(self, name: str) -> np.ndarray:
+        return self.features[:, _COLUMN[name]]
+
+
 def hybrid_rank(
     vectors: VectorIndex,
     keywords: KeywordIndex,
@@ -51,71 +88,236 @@ def hybrid_rank(
     *,
     namespace: str | None,
     limit: int,
+    weights: np.ndarray,
     floor: float | None = None,
     strict: bool = False,
-    keyword_weight: float = 0.5,
-    neighbor_weight: float = 0.5,
     candidates: int = 50,
     allowed: set[str] | None = None,
-    speaker_weight: float = 0.0,
-    time_weight: float = 0.0,
+    diversity: float = 0.0,
+    keyword_scale: float = 1.0,
 ) -> list[HybridHit]:
     """The ``limit`` best memories for a query by the fused score, best first."""
     if limit <= 0:
         return []
+    found = find_candidates(
+        vectors,
+        keywords,
+        query_text,
+        query_vector,
+        namespace=namespace,
+        floor=floor,
+        strict=strict,
+        candidates=candidates,
+        allowed=allowed,
+        keyword_scale=keyword_scale,
+    )
+    if found is None:
+        return []
+    scores = found.features @ weights
+    order = sorted(range(len(found.ids)), key=lambda i: (-scores[i], found.ids[i]))
+    if diversity > 0 and found.several:
+        order = _spread(order, scores, found.sessions, diversity, limit)
+    return [_hit(found, i, float(scores[i]), weights) for i in order[:limit]]
+
+
+def find_candidates(
+    vectors: VectorIndex,
+    keywords: KeywordIndex,
+    query_text: str,
+    query_vector: np.ndarray,
+    *,
+    namespace: str | None,
+    floor: float | None = None,
+    strict: bool = False,
+    candidates: int = 50,
+    allowed: set[str] | None = None,
+    keyword_scale: float = 1.0,
+) -> Candidates | None:
+    """The candidates of a query with their :data:`FEATURES` (None: there are none).
+
+    ``keyword_scale`` is how much of BM25 the fused score of neighbours and
+    sessions holds (0 when the keyword signal is off: then no feature reads it).
+    """
     score_range = [0.0, 0.0]
     vector_hits = vectors.search(
         query_vector, candidates, namespace=namespace, allowed=allowed, score_range=score_range
     )
     keyword_scores = keywords.score_array(query_text, namespace, allowed=allowed, top=candidates)
+    keyword_hits = keyword_scores.top(candidates)
     vector_ids = {event_id for event_id, _ in vector_hits}
-    seeds = vector_ids | {event_id for event_id, _ in keyword_scores.top(candidates)}
+    seeds = vector_ids | {event_id for event_id, _ in keyword_hits}
     if not seeds:
-        return []
+        return None
     pool, links = _with_neighbours(seeds, keywords)
-    needed = pool | {n for pair in links.values() for n in pair if n is not None}
+    needed = sorted(pool | {n for pair in links.values() for n in pair if n is not None})
     if allowed is not None:
         pool &= allowed
     keyword_scores.prefetch(needed)  # the common terms' share, for all of them at once
-    fusion = _Fusion(
-        vectors.similarities(query_vector, needed), keyword_scores, score_range, keyword_weight
+    cosine = vectors.similarities(query_vector, needed)
+    ids = [i for i in sorted(pool) if _passes(cosine.get(i), floor, strict)]
+    if not ids:
+        return None
+
+    # every needed memory's cosine part, keyword part and fused score
+    at = {event_id: k for k, event_id in enumerate(needed)}
+    low, high = score_range
+    spread = high - low if high > low else 0.0
+    raw = np.array([cosine.get(i, np.nan) for i in needed], dtype=np.float64)
+    # no spread (one memory, say): the similarity itself, clipped to 0..1
+    cos_part = np.maximum(0.0, (raw - low) / spread) if spread else np.clip(raw, 0.0, 1.0)
+    cos_part = np.nan_to_num(cos_part, nan=0.0)  # not embedded yet: no cosine part
+    bm25 = np.array([keyword_scores.get(i, 0.0) for i in needed], dtype=np.float64)
+    key_part = bm25 / (keyword_scores.max or 1.0)
+    fused = 0.5 * cos_part + 0.5 * keyword_scale * key_part
+
+    rows = np.array([at[i] for i in ids], dtype=np.int64)
+    before = np.array([_index(at, links[i][0]) for i in ids], dtype=np.int64)
+    after = np.array([_index(at, links[i][1]) for i in ids], dtype=np.int64)
+
+    def neighbour(values: np.ndarray) -> np.ndarray:
+        padded = np.append(values, 0.0)  # index -1: no neighbour
+        return np.maximum(padded[before], padded[after])
+
+    facts = keywords.facts(needed)
+    sessions = facts.sessions
+    best_in_session = np.zeros(int(sessions.max(initial=-1)) + 2)
+    np.maximum.at(best_in_session, sessions + 1, fused)  # session -1 (unknown) at 0
+    mine = _subset(facts, rows)
+
+    named = keywords.speakers_named(query_text, namespace)
+    speaker = (
+        np.isin(mine["speakers"], keywords.speaker_codes(named)).astype(np.float64)
+        if named
+        else np.zeros(len(ids))
     )
-    named = keywords.speakers_named(query_text, namespace) if speaker_weight else set()
-    when = bool(time_weight) and asks_when(query_text)
-    fused = {event_id: fusion(event_id) for event_id in needed}  # each id once
-    ranked = []
-    for event_id in pool:
-        similarity = fusion.cosine.get(event_id)
-        if not _passes(similarity, floor, strict):
-            continue
-        before, after = links.get(event_id, (None, None))
-        own = fused[event_id]
-        neighbour = max(fused.get(before, 0.0), fused.get(after, 0.0))  # type: ignore[arg-type]
-        score = own + neighbor_weight * neighbour
-        spoken = bool(named) and keywords.speaker(event_id) in named
-        if spoken:
-            score *= 1.0 + speaker_weight
-        timed = when and keywords.mentions_time(event_id)
-        if timed:
-            score *= 1.0 + time_weight
-        ranked.append((score, event_id, similarity, own, neighbour, spoken, timed))
-    ranked.sort(key=lambda h: (-h[0], h[1]))
-    hits = []
-    for score, event_id, similarity, own, neighbour, spoken, timed in ranked[:limit]:
-        keyword_score = keyword_scores.get(event_id, 0.0)
-        signals = []
-        if event_id in vector_ids:
-            signals.append("vector")
-        if keyword_score > 0:
-            signals.append("keyword")
-        if event_id not in seeds or neighbor_weight * neighbour > own:
-            signals.append("neighbour")
-        if spoken:
-            signals.append("speaker")
-        if timed:
-            signals.append("time")
-        hits.append(HybridHit(event_id, score, similarity, keyword_score, signals))
-    return hits
+    own = fused[rows]
+    timed = mine["timed"].astype(np.float64) * float(asks_when(query_text))
+    written, said, later = _dates(query_text, mine)
+    x = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
+    columns = {
+        "cosine": cos_part[rows],
+        "cosine_rank": _reciprocal_ranks(vector_hits, ids),
+        "keywords": key_part[rows],
+        "keyword_rank": _reciprocal_ranks(keyword_hits, ids),
+        "agreement": cos_part[rows] * key_part[rows],
+        "neighbour": neighbour(fused),
+        "neighbour_cosine": neighbour(cos_part),
+        "neighbour_keywords": neighbour(key_part),
+        "speaker": speaker,
+        "speaker_fused": speaker * own,
+        "other_speaker": (1.0 - speaker) * float(bool(named)),
+        "mention": keywords.mention_share(names_mentioned(query_text, named), ids),
+        "time": timed,
+        "time_fused": timed * own,
+        "date_written": written,
+        "date_said": said,
+        "date_after": later,
+        "session": best_in_session[mine["sessions"] + 1],
+        "question_turn": mine["question"].astype(np.float64),
+        "length": np.log1p(mine["lengths"].astype(np.float64)),
+    }
+    for name, values in columns.items():
+        x[:, _COLUMN[name]] = values
+    return Candidates(
+        ids=ids,
+        features=x,
+        similarity=[cosine.get(i) for i in ids],
+        keyword_score=bm25[rows],
+        sessions=mine["sessions"],
+        seeds=seeds,
+        vector_ids=vector_ids,
+        several=asks_for_several(query_text),
+    )
+
+
+def _index(at: dict[str, int], event_id: str | None) -> int:
+    return -1 if event_id is None else at.get(event_id, -1)
+
+
+def _subset(facts: object, rows: np.ndarray) -> dict[str, np.ndarray]:
+    return {
+        name: getattr(facts, name)[rows]
+        for name in (
+            "lengths",
+            "question",
+            "timed",
+            "speakers",
+            "sessions",
+            "created_days",
+            "said_from",
+            "said_to",
+        )
+    }
+
+
+def _reciprocal_ranks(hits: list[tuple[str, float]], ids: list[str]) -> np.ndarray:
+    """1 / rank among ``hits`` (best first); equal scores share the better rank."""
+    rank: dict[str, float] = {}
+    for r, (event_id, score) in enumerate(hits):
+        tied = r > 0 and score == hits[r - 1][1]
+        rank[event_id] = rank[hits[r - 1][0]] if tied else 1.0 / (r + 1)
+    return np.array([rank.get(i, 0.0) for i in ids], dtype=np.float64)
+
+
+def _dates(question: str, mine: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """date_written, date_said and date_after of each candidate for the period the
+    question names (all 0 when it names none, or one wider than two months)."""
+    size = len(mine["created_days"])
+    zero = np.zeros(size)
+    period = question_period(question)
+    if period is None:
+        return zero, zero, zero
+    days = mine["created_days"]
+    dated = days >= 0
+    if period.any_year:  # "in June": that month of any year
+        months = (days.astype("datetime64[D]").astype("datetime64[M]").astype(np.int64) % 12) + 1
+        return (dated & (months == period.start.month)).astype(np.float64), zero, zero
+    if (period.end - period.start).days > MAX_PERIOD_DAYS:
+        return zero, zero, zero
+    start = (period.start - _EPOCH_DAY).days
+    end = (period.end - _EPOCH_DAY).days
+    written = dated & (days >= start) & (days < end)
+    said = (mine["said_from"] < end) & (mine["said_to"] > start)
+    later = dated & (days >= end) & (days < end + AFTER_DAYS)
+    return written.astype(np.float64), said.astype(np.float64), later.astype(np.float64)
+
+
+def _spread(
+    order: list[int], scores: np.ndarray, sessions: np.ndarray, cost: float, limit: int
+) -> list[int]:
+    """``order`` with its best :data:`DIVERSITY_POOL` re-picked greedily: each pick
+    from a session already picked costs ``cost`` per earlier pick."""
+    head, tail = order[:DIVERSITY_POOL], order[DIVERSITY_POOL:]
+    picked: list[int] = []
+    taken: dict[int, int] = {}
+    while head and len(picked) < limit:
+        best = max(head, key=lambda i: scores[i] - cost * taken.get(int(sessions[i]), 0))
+        head.remove(best)
+        picked.append(best)
+        session = int(sessions[best])
+        taken[session] = taken.get(session, 0) + 1
+    return picked + head + tail
+
+
+def _hit(found: Candidates, i: int, score: float, weights: np.ndarray) -> HybridHit:
+    event_id = found.ids[i]
+    row = found.features[i]
+    signals = []
+    if event_id in found.vector_ids:
+        signals.append("vector")
+    if found.keyword_score[i] > 0:
+        signals.append("keyword")
+    own = sum(weights[_COLUMN[n]] * row[_COLUMN[n]] for n in ("cosine", "keywords"))
+    beside = sum(
+        weights[_COLUMN[n]] * row[_COLUMN[n]]
+        for n in ("neighbour", "neighbour_cosine", "neighbour_keywords")
+    )
+    if event_id not in found.seeds or beside > own:
+        signals.append("neighbour")
+    for signal, columns in _SHOWN:
+        if any(row[_COLUMN[c]] > 0 and weights[_COLUMN[c]] != 0 for c in columns):
+            signals.append(signal)
+    return HybridHit(event_id, score, found.similarity[i], float(found.keyword_score[i]), signals)
 
 
 def _with_neighbours(
@@ -137,38 +339,3 @@ def _passes(similarity: float | None, floor: float | None, strict: bool) -> bool
     if floor is None or similarity is None:
         return True
     return similarity > floor or (similarity == floor and not strict)
-
-
-class _Fusion:
-    """``(1 - w) * cosine (min-max over the searched memories) + w * BM25 / max BM25``.
-
-    When every searched similarity is the same (one memory, say), min-max has no
-    spread: the cosine part is then the similarity itself, clipped to 0..1.
-    """
-
-    def __init__(
-        self,
-        cosine: dict[str, float],
-        keywords: KeywordScores,
-        score_range: list[float],
-        keyword_weight: float,
-    ) -> None:
-        self.cosine = cosine
-        self.keywords = keywords
-        self.low, high = score_range
-        self.spread = high - self.low if high > self.low else 0.0
-        self.top_keyword = keywords.max or 1.0
-        self.weight = keyword_weight
-
-    def __call__(self, event_id: str | None) -> float:
-        if event_id is None:
-            return 0.0
-        cos = self.cosine.get(event_id)
-        if cos is None:
-            cos_part = 0.0
-        elif self.spread:
-            cos_part = max(0.0, (cos - self.low) / self.spread)
-        else:
-            cos_part = min(1.0, max(0.0, cos))
-        keyword_part = self.keywords.get(event_id, 0.0) / self.top_keyword
-        return (1.0 - self.weight) * cos_part + self.weight * keyword_part

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 #: The folder beside a store that holds its saved indexes.
 SUFFIX = ".nbmemory-index"
 #: Version of the files written here; a newer one is never read nor overwritten.
-FORMAT = 1
+FORMAT = 2
 _MAGIC = "nbmemory-index"
 #: Rows a saved matrix holds beyond the live ones (zeros, sparse on disk), so the
 #: vectors of new events are written in place instead of copying the matrix.

@@ -36,7 +36,8 @@ from ..validation import (
 )
 from .context import Context, merge
 from .embedders import Embedder
-from .hybrid import HybridHit, hybrid_rank
+from .fusion import weights_vector
+from .hybrid import Candidates, HybridHit, find_candidates, hybrid_rank
 from .indexes import Indexes
 from .rerank import Reranker, rerank_frame
 from .working_memory import WorkingMemory
@@ -284,9 +285,26 @@ class Retriever:
             return hits
         return hybrid_rank(
             vectors, keywords, query, vector, namespace=namespace, limit=limit, floor=threshold,
-            strict=strict, keyword_weight=s.keyword_weight, neighbor_weight=s.neighbor_weight,
-            candidates=max(s.hybrid_candidates, limit), allowed=allowed,
-            speaker_weight=s.speaker_weight, time_weight=s.time_weight,
+            strict=strict, candidates=max(s.hybrid_candidates, limit), allowed=allowed,
+            weights=weights_vector(s.fusion_weights, s.signal_weights),
+            diversity=s.diversity_weight, keyword_scale=s.signal_weights.get("keywords", 1.0),
+        )  # fmt: skip
+
+    def candidates(
+        self,
+        query: str,
+        namespace: str | None = None,
+        *,
+        floor: float | None = None,
+        settings: Settings | None = None,
+    ) -> Candidates | None:
+        """The candidates hybrid ``search`` scores for ``query``, with their features
+        (what :func:`nbmemory.research.fitting.fit_weights` learns from)."""
+        s = settings or self._settings()
+        return find_candidates(
+            self.indexes.vectors(self.model), self.indexes.keywords(), query,
+            self.embed_query(query), namespace=self._namespace(namespace), floor=floor,
+            candidates=s.hybrid_candidates,
         )  # fmt: skip
 
     def hits_frame(self, hits: list[HybridHit]) -> pd.DataFrame:

@@ -1,0 +1,172 @@
+"""The learned fusion of hybrid search: settings, weights, diversity, fitting."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nbmemory import InvalidInput, Memory, Settings
+from nbmemory.cli import main
+from nbmemory.config import DEFAULT_WEIGHTS, FEATURES, SIGNALS
+from nbmemory.research.datasets import load_locomo
+from nbmemory.research.fitting import Sample, fit, fit_weights
+from nbmemory.retrieval.fusion import asks_for_several, names_mentioned, weights_vector
+from nbmemory.retrieval.hybrid import _spread
+
+
+def test_every_feature_has_a_default_weight_and_every_signal_known_features():
+    assert set(DEFAULT_WEIGHTS) == set(FEATURES)
+    assert {f for features in SIGNALS.values() for f in features} <= set(FEATURES)
+
+
+def test_weights_replace_the_defaults_and_signals_scale_their_features():
+    column = list(FEATURES).index
+    base = weights_vector(None, None)
+    assert base[column("cosine")] == DEFAULT_WEIGHTS["cosine"]
+    changed = weights_vector({"cosine": 1.5}, {"speaker": 0, "dates": 2})
+    assert changed[column("cosine")] == 1.5
+    for name in SIGNALS["speaker"]:
+        assert changed[column(name)] == 0
+    assert changed[column("date_written")] == 2 * DEFAULT_WEIGHTS["date_written"]
+    assert changed[column("keywords")] == DEFAULT_WEIGHTS["keywords"]
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"fusion_weights": {"cosines": 1}}, "unknown features in fusion_weights: cosines"),
+        ({"fusion_weights": {"cosine": "high"}}, r"fusion_weights\['cosine'\] must be a number"),
+        ({"fusion_weights": {"cosine": float("nan")}}, "must be finite"),
+        ({"fusion_weights": [1, 2]}, "must be a dict"),
+        ({"signal_weights": {"speakers": 0}}, "unknown signals in signal_weights: speakers"),
+        ({"signal_weights": {"speaker": -1}}, "must be >= 0"),
+        ({"diversity_weight": -0.1}, "diversity_weight must be a number >= 0"),
+        ({"speaker_weight": 0.0}, r"speaker_weight was replaced .*signal_weights=\{'speaker': 0\}"),
+        ({"keyword_weight": 0.5}, "keyword_weight was replaced"),
+    ],
+)
+def test_bad_fusion_settings_say_what_to_do(changes, message):
+    with pytest.raises(InvalidInput, match=message):
+        Settings().replace(**changes)
+
+
+@pytest.mark.parametrize(
+    "question, several",
+    [
+        ("What activities does Melanie partake in?", True),
+        ("Which books has Tim read?", True),
+        ("How many children does Melanie have?", True),
+        ("What did both of them paint?", True),
+        ("What are Caroline's plans?", True),
+        ("What is Caroline's identity?", False),
+        ("What does Melanie do to destress?", False),
+        ("What has Melanie painted?", False),
+        ("When did she go camping?", False),
+    ],
+)
+def test_a_question_asking_for_several_things(question, several):
+    assert asks_for_several(question) is several
+
+
+def test_names_a_question_mentions_leave_out_speakers_months_and_its_first_word():
+    question = "What did Caroline and Jean see at Universal Studios in May?"
+    assert names_mentioned(question, {"caroline"}) == ["Jean", "Studios", "Universal"]
+    assert names_mentioned("Melanie went where?", set()) == []
+
+
+def test_diversity_picks_from_a_new_session_before_a_third_from_the_same():
+    scores = np.array([3.0, 2.9, 2.8, 2.5, 1.0])
+    sessions = np.array([0, 0, 0, 1, 2])
+    order = [0, 1, 2, 3, 4]
+    assert _spread(order, scores, sessions, cost=0.0, limit=3) == order
+    assert _spread(order, scores, sessions, cost=0.5, limit=3) == [0, 3, 1, 2, 4]
+    assert _spread(order, scores, sessions, cost=5.0, limit=3) == [0, 3, 4, 1, 2]
+
+
+def test_a_question_asking_for_several_things_gets_several_sessions(tmp_path):
+    def blind(texts):
+        return np.ones((len(texts), 8), dtype=np.float32)
+
+    # a strong cost: the lone turn has no neighbour to lift it, the others two each
+    with Memory(tmp_path / "m.duckdb", embedder=blind, diversity_weight=5.0) as mem:
+        for i in range(3):
+            mem.add_event("garden", "user", f"I grow tomatoes and basil, bed {i}")
+        lone = mem.add_event("kitchen", "user", "I grow tomatoes and basil")
+        for i in range(3):
+            mem.add_event("other", "user", f"unrelated chatter {i}")
+        mem.flush()
+        spread = mem.search("What plants do I grow with tomatoes and basil?", limit=2)
+        assert lone.id in spread["id"].tolist()
+        mem.configure(diversity_weight=0.0)
+        same = mem.search("What plants do I grow with tomatoes and basil?", limit=2)
+        assert set(same["session_id"]) == {"garden"}
+
+
+def _samples(rng: np.random.Generator, questions: int, signal: int) -> list[Sample]:
+    """Candidates with random features; the evidence is the one with the largest
+    value of feature ``signal`` (plus a little noise)."""
+    samples = []
+    for q in range(questions):
+        x = rng.normal(size=(20, len(FEATURES)))
+        relevant = np.zeros(20, dtype=bool)
+        relevant[np.argmax(x[:, signal] + 0.1 * rng.normal(size=20))] = True
+        samples.append(Sample("c", f"q{q}", x, relevant))
+    return samples
+
+
+def test_fitting_finds_the_feature_that_tells_the_evidence_apart():
+    signal = list(FEATURES).index("session")
+    samples = _samples(np.random.default_rng(0), 200, signal)
+    weights = fit_weights(samples)
+    assert set(weights) == set(FEATURES)
+    assert max(weights, key=lambda n: abs(weights[n])) == "session"
+    assert weights["session"] > 0
+    assert fit_weights(samples) == weights  # deterministic
+    # a feature that never varies gets no weight
+    for s in samples:
+        s.features[:, 0] = 1.0
+    assert fit_weights(samples)["cosine"] == 0.0
+
+
+def test_fitting_needs_a_question_with_its_evidence_among_the_candidates():
+    empty = Sample("c", "q", np.zeros((3, len(FEATURES))), np.zeros(3, dtype=bool))
+    with pytest.raises(InvalidInput, match="nothing to fit"):
+        fit_weights([empty])
+
+
+def test_fit_measures_default_fitted_and_held_out_weights(tiny_locomo_path, tmp_path):
+    other = tmp_path / "conv-other.json"
+    data = json.loads(tiny_locomo_path.read_text())
+    data["sample_id"] = "other"
+    other.write_text(json.dumps(data))
+    with Memory(":memory:", embedder="hash") as mem:
+        before = mem.settings
+        loaded = [load_locomo(tiny_locomo_path, mem), load_locomo(other, mem)]
+        result = fit(mem, loaded, k="1,3")
+        assert mem.settings == before  # trials only
+    assert list(result.table.index) == [
+        "default weights",
+        "fitted weights (same questions)",
+        "fitted, each conversation held out",
+    ]
+    assert set(result.weights) == set(FEATURES)
+    assert json.loads(result.to_json()) == result.weights
+    Settings(fusion_weights=json.loads(result.to_json()))  # loads back as a setting
+    assert "fitted" in result._repr_html_() and "cosine" in str(result.weights_frame())
+
+
+def test_the_cli_fits_prints_and_writes_the_weights(tiny_locomo_path, tmp_path, capsys):
+    out = tmp_path / "weights.json"
+    args = ["eval", "locomo", str(tiny_locomo_path), "--embedder", "hash", "--k", "1,3"]
+    assert main([*args, "--fit", "--fit-out", str(out), "--markdown"]) == 0
+    printed = capsys.readouterr().out
+    assert "| fitted weights (same questions) |" in printed
+    assert "| session |" in printed
+    assert set(json.loads(out.read_text())) == set(FEATURES)
+    assert main([*args, "--fit-out", str(out)]) == 1
+    assert "add --fit" in capsys.readouterr().err
+    assert main([*args, "--fit", "--ablation"]) == 1
+    assert main([*args, "--fit", "--fit-out", str(tmp_path)]) == 1
+    assert "is a folder" in capsys.readouterr().err
