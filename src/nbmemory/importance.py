@@ -230,6 +230,10 @@ def estimate_importance(text: str, role: str) -> float:
     if role in UNSCORED_ROLES or not text:
         return 0.0
     text = text[:MAX_CHARS].replace("\u2019", "'")
+    if _SPEAKER.search(text.lower()) is None:
+        # every sentence needs the speaker, and a sentence is a piece of the text cut at
+        # non-word characters: no speaker in the whole text, none in any sentence
+        return 0.0
     return max((_sentence_score(s.strip()) for s in _SENTENCES.split(text) if s), default=0.0)
 
 
