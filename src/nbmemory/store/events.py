@@ -30,12 +30,13 @@ _CREATED_US = "coalesce(epoch_us(created_at), ?)"
 NO_TIME = -(2**62)
 _TIMESTAMPS = frozenset({"created_at", "updated_at", "consolidated_at"})
 _SINGLE_COLUMNS = EVENTS.names
+_READ_SET = frozenset(READ_COLUMNS)
 # Times travel as epoch microseconds: binding a datetime parameter into a
 # TIMESTAMP column costs ~3 ms in DuckDB 2.0, the integer ~0.1 ms.
 _SINGLE_INSERT = (
     f"INSERT INTO events ({', '.join(_SINGLE_COLUMNS)}) VALUES ("
     + ", ".join("make_timestamp(?)" if c in _TIMESTAMPS else "?" for c in _SINGLE_COLUMNS)
-    + f") RETURNING {_TEXT_ROW}"
+    + ") RETURNING id, seq"
 )
 
 
@@ -317,11 +318,16 @@ class EventsTable(TableObject):
         self._write()
         if not rows:
             return []
-        safe = [self._redact(row) for row in rows]
-        kept = np.array(
-            [a.get("content") == b.get("content") for a, b in zip(rows, safe, strict=True)]
-        )
-        embedded = embedded_vectors(safe, kept, vectors or {}, matrix)
+        safe = self._redact_rows(rows)
+        embedded = []
+        if vectors or matrix is not None:
+            kept = np.array(
+                [
+                    a is b or a.get("content") == b.get("content")
+                    for a, b in zip(rows, safe, strict=True)
+                ]
+            )
+            embedded = embedded_vectors(safe, kept, vectors or {}, matrix)
         if len(safe) == 1 and not embedded and not bulk:
             values = [
                 to_epoch_us(safe[0].get(c)) if c in _TIMESTAMPS else safe[0].get(c)
@@ -332,19 +338,22 @@ class EventsTable(TableObject):
             data = EVENTS.to_arrow(safe)
             if embedded:
                 data = mark_embedded(data, embedded)
-            returned = self._insert_arrow(data, _TEXT_ROW)
+            returned = self._insert_arrow(data, "id, seq")
             for group in embedded:
                 self.store.vectors.append(group)
-        seq = {r[0]: r[5] for r in returned}
+        seq = dict(returned)
         model_of = {i: g.model for g in embedded for i in g.ids}
-        records = [{**{c: row.get(c) for c in READ_COLUMNS}, "seq": seq[row["id"]]} for row in safe]
-        for record in records:
-            record["embedding_model"] = model_of.get(record["id"])
+        records: list[dict[str, Any]] = []
+        for row in safe:
+            record = dict(row) if row.keys() == _READ_SET else {c: row.get(c) for c in READ_COLUMNS}
+            record["seq"] = seq[row["id"]]
+            record["embedding_model"] = model_of.get(row["id"])
+            records.append(record)
         change = Change(added=records, bulk=bulk or len(records) > 1, vectors=embedded)
         change.to_embed = [
             (r["id"], r["content"])
             for r in records
-            if r["content"] and r["id"] not in model_of and r["embedding_error"] is None
+            if r["content"] and r["embedding_error"] is None and r["id"] not in model_of
         ]
         self.store.changed(change)
         return records

@@ -50,6 +50,27 @@ class TableObject:
                     self.store.count_redactions(namespace or out.get("namespace"), count)
         return out
 
+    def _redact_rows(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` with secrets removed from the user-text columns (what :meth:`_redact`
+        does to each; a row with nothing to remove is passed on as it is, not copied)."""
+        redactor = self.store.redactor
+        if redactor is None:
+            return list(rows)
+        out = list(rows)
+        for name in self.table.user_text:
+            for index, row in enumerate(out):
+                value = row.get(name)
+                if not isinstance(value, str):
+                    continue
+                text, count = redactor(value)
+                if count or text != value:
+                    if row is rows[index]:
+                        row = out[index] = dict(row)
+                    row[name] = text
+                if count:
+                    self.store.count_redactions(row.get("namespace"), count)
+        return out
+
     def insert_rows(self, rows: Sequence[dict[str, Any]]) -> int:
         """Bulk insert through Arrow (``INSERT ... BY NAME``); returns the row count."""
         self._write()
