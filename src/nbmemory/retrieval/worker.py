@@ -18,10 +18,10 @@ model works again in this process (and queued again at the next open), and
 from __future__ import annotations
 
 import logging
-import queue
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -77,7 +77,10 @@ class EmbeddingWorker:
         self._held_since = 0.0
         #: Texts taken from the queue whose vectors (or failure) are not yet written.
         self._in_hand = 0
-        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        #: Texts waiting to be taken (one lock per ``submit``, not one per text).
+        self._queue: deque[tuple[str, str]] = deque()
+        self._arrived = threading.Condition()
+        self._stop_signal = False
         self._idle = threading.Condition()
         self._pending = 0
         self._stopping = False
@@ -118,8 +121,9 @@ class EmbeddingWorker:
             return
         with self._idle:
             self._pending += len(items)
-        for item in items:
-            self._queue.put(item)
+        with self._arrived:
+            self._queue.extend(items)
+            self._arrived.notify()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every submitted text is written; False if ``timeout`` ran out.
@@ -155,8 +159,9 @@ class EmbeddingWorker:
         items = list(self._aside.items())
         self._aside.clear()
         self._pending += len(items)
-        for item in items:
-            self._queue.put(item)
+        with self._arrived:
+            self._queue.extend(items)
+            self._arrived.notify()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Finish the batch in hand and stop; what is still queued stays pending in the store."""
@@ -164,33 +169,32 @@ class EmbeddingWorker:
             return
         self._stopping = True
         self._stopped.set()
-        self._queue.put(None)
+        with self._arrived:
+            self._stop_signal = True
+            self._arrived.notify()
         self._thread.join(timeout)
 
     def _take_batch(self) -> list[tuple[str, str]] | None:
-        first = self._queue.get()
-        if first is None:
-            return None
-        batch = [first]
-        # Linger briefly for more texts: a stream of add_event calls is embedded in
-        # full batches instead of one model call (and one write) per event, which
-        # keeps the worker off the GIL and the caller's add_event fast.
-        deadline = time.monotonic() + self.linger
-        while len(batch) < self.batch_size:
-            remaining = deadline - time.monotonic()
-            try:
-                item = (
-                    self._queue.get(timeout=remaining)
-                    if remaining > 0
-                    else self._queue.get_nowait()
-                )
-            except queue.Empty:
-                break
-            if item is None:
-                self._queue.put(None)  # keep the stop signal for the loop
-                break
-            batch.append(item)
-        return batch
+        """The next batch of texts, or None once the worker is told to stop (what is
+        still queued is then counted as done: it stays pending in the store)."""
+        with self._arrived:
+            while not self._queue and not self._stop_signal:
+                self._arrived.wait()
+            # Linger briefly for more texts: a stream of add_event calls is embedded in
+            # full batches instead of one model call (and one write) per event, which
+            # keeps the worker off the GIL and the caller's add_event fast.
+            deadline = time.monotonic() + self.linger
+            while len(self._queue) < self.batch_size and not self._stop_signal:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._arrived.wait(remaining)
+            if self._stop_signal:
+                self._in_hand += len(self._queue)
+                self._queue.clear()
+                return None
+            count = min(self.batch_size, len(self._queue))
+            return [self._queue.popleft() for _ in range(count)]
 
     def _run(self) -> None:
         while True:
@@ -207,7 +211,7 @@ class EmbeddingWorker:
             self._in_hand += len(batch)
             if (
                 self._held_rows >= self.write_rows
-                or self._queue.empty()
+                or not self._queue
                 or time.monotonic() - self._held_since >= self.hold
             ):
                 self._write_held()
