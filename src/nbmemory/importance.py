@@ -194,6 +194,9 @@ _WHEN = re.compile(
 _SPEAKER = re.compile(
     r"\b(?:i|i'm|im|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'll|we'd|us|our|ours)\b"
 )
+#: The first word of every speaker match (``i'm`` starts with the word ``i``): a
+#: text without one has no sentence with the speaker in it.
+_ANY_SPEAKER = re.compile(r"\b(?:i|im|me|my|mine|myself|we|us|our|ours)\b")
 #: A number with a unit, an amount of money or a time of day (read lowercased).
 _QUANTITY = re.compile(
     r"[$€£¥]\s?\d|\b\d[\d,.]*\s?(?:k|%|dollars?|euros?|pounds?|yen|usd|eur|gbp|bucks|km|miles?|"
@@ -230,7 +233,7 @@ def estimate_importance(text: str, role: str) -> float:
     if role in UNSCORED_ROLES or not text:
         return 0.0
     text = text[:MAX_CHARS].replace("\u2019", "'")
-    if _SPEAKER.search(text.lower()) is None:
+    if _ANY_SPEAKER.search(text.lower()) is None:
         # every sentence needs the speaker, and a sentence is a piece of the text cut at
         # non-word characters: no speaker in the whole text, none in any sentence
         return 0.0

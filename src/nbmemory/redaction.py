@@ -98,7 +98,7 @@ _NEEDLES: dict[str, str] = {
     "stripe_key": r"k_(?:live|test)_",
     "google_api_key": r"AIza",
     "jwt": r"eyJ",
-    "authorization": r"(?i:authorization)",
+    "authorization": r"""(?i:authorization)["']?\s*[:=]""",
     "bearer_token": r"(?i:bearer)",
     "url_password": r"://",
     # the last word of every secret name (see _SECRET_NAME), then what may follow it
@@ -107,8 +107,24 @@ _NEEDLES: dict[str, str] = {
     "payment_card": r"[3-6]\d{3}(?:[ -]?\d){9}",
 }
 _COMPILED_NEEDLES = {name: re.compile(needle) for name, needle in _NEEDLES.items()}
-#: Every needle in one pattern: a text with none (most texts) is scanned once.
-_ANY_NEEDLE = re.compile("|".join(f"(?:{needle})" for needle in _NEEDLES.values()))
+#: The needles that hold a ``:`` or an ``=`` (searched only in a text that has one).
+_SEPARATED = frozenset({"authorization", "url_password", "secret_value"})
+#: The other needles in one pattern, and these in another: a text with none (most
+#: texts) is scanned once, and only texts with a ``:`` or ``=`` twice.
+_ANY_NEEDLE = re.compile(
+    "|".join(f"(?:{needle})" for name, needle in _NEEDLES.items() if name not in _SEPARATED)
+)
+_ANY_SEPARATED_NEEDLE = re.compile(
+    "|".join(f"(?:{needle})" for name, needle in _NEEDLES.items() if name in _SEPARATED)
+)
+
+
+def _some_needle(text: str) -> bool:
+    """Whether any needle is in ``text`` (else no default pattern can match it)."""
+    if _ANY_NEEDLE.search(text) is not None:
+        return True
+    return ("=" in text or ":" in text) and _ANY_SEPARATED_NEEDLE.search(text) is not None
+
 
 #: File names refused for ingestion (fnmatch patterns on the base name, case-insensitive).
 BLOCKED_FILES: tuple[str, ...] = (".env", ".env.*", "*.env", "*.key", "*.pem")
@@ -140,7 +156,7 @@ class Redactor:
         """Replace every secret in ``text`` by ``[REDACTED]``."""
         total = 0
         kinds: list[str] = []
-        some_needle = _ANY_NEEDLE.search(text) is not None
+        some_needle = _some_needle(text)
         if not some_needle and self._all_needled:
             return Redaction(text, 0)
         for name, pattern in self.patterns:
