@@ -14,15 +14,17 @@ import uuid
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbmemory import InvalidInput, Settings, importance, redaction
+from nbmemory import InvalidInput, Memory, Settings, importance, redaction
 from nbmemory.events import _build_each, build_row, build_rows, new_ids
 from nbmemory.importance import estimate_importance
 from nbmemory.redaction import Redactor
+from nbmemory.store.connection import CHECKPOINT_THRESHOLD, Store
 from nbmemory.store.schema import EVENTS
 
 SETTINGS = Settings()
@@ -234,3 +236,39 @@ def test_to_arrow_builds_what_from_pylist_builds():
         schema=EVENTS.arrow_schema,
     )
     assert EVENTS.to_arrow(rows).equals(expected)
+
+
+def test_vectors_are_written_only_for_the_text_the_event_still_holds(tmp_path):
+    """The worker's write picks its rows with a SELECT and marks them with an UPDATE of
+    the same condition: only events still holding the text and not yet embedded."""
+    with Memory(str(tmp_path / "v.duckdb"), embedder="hash", background_consolidation=False) as mem:
+        core = mem._core
+        core.worker.stop()  # the vectors are written by hand below
+        ids = mem.add_events(
+            [{"session_id": "s", "role": "user", "content": f"turn {i}"} for i in range(5)]
+        )
+        store = core.store
+        with store.transaction():  # the text changed after it was queued
+            store.run("UPDATE events SET content = 'changed' WHERE id = ?", [ids[1]])
+        vectors = np.ones((5, 3), dtype=np.float32) * np.arange(1, 6)[:, None]
+        texts = [f"turn {i}" for i in range(5)]
+        with core.writer.transaction() as tx:
+            written = tx.vectors.write_vectors(ids, vectors, "m", texts)
+        assert sorted(written) == sorted([ids[0], *ids[2:]])
+        with core.writer.transaction() as tx:  # already embedded: nothing again
+            assert tx.vectors.write_vectors(ids, vectors, "m", texts) == []
+        rows = dict(store.run("SELECT id, embedding FROM event_vectors WHERE model = 'm'"))
+        assert set(rows) == set(written)
+        assert rows[ids[3]] == pytest.approx([4.0, 4.0, 4.0])
+        models = dict(store.run("SELECT id, embedding_model FROM events"))
+        assert models[ids[1]] is None and models[ids[0]] == "m"
+
+
+def test_a_writable_store_checkpoints_less_often_than_duckdb_by_default(tmp_path):
+    path = str(tmp_path / "c.duckdb")
+    store = Store(path)
+    try:
+        (shown,) = store.run("SELECT current_setting('checkpoint_threshold')")[0]
+        assert shown.startswith(str(int(CHECKPOINT_THRESHOLD.removesuffix("MB")) - 12))
+    finally:
+        store.close()

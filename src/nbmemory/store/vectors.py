@@ -202,13 +202,23 @@ class EventVectors(TableObject):
 
     def _mark(self, view: str, model: str) -> list[tuple[str, str]]:
         """Mark the events of ``view`` (id, content) that still hold that text and have
-        no vector as embedded by ``model``; returns their (id, namespace)."""
-        rows: list[tuple[str, str]] = self.store.run(
-            "UPDATE events SET embedding_model = ?, embedding_error = NULL"
-            f" FROM {view} v WHERE events.id = v.id AND events.content = v.content"
-            " AND events.embedding_model IS NULL RETURNING events.id, events.namespace",
-            [model],
+        no vector as embedded by ``model``; returns their (id, namespace).
+
+        The rows are picked by a ``SELECT`` and marked by an ``UPDATE`` with the same
+        condition, in the caller's transaction: ``UPDATE ... RETURNING`` is DuckDB's
+        slow path (~30 µs a row, and its commit as much again, against ~2 µs)."""
+        condition = (
+            "events.id = v.id AND events.content = v.content AND events.embedding_model IS NULL"
         )
+        rows: list[tuple[str, str]] = self.store.run(
+            f"SELECT DISTINCT events.id, events.namespace FROM events, {view} v WHERE {condition}"
+        )
+        if rows:
+            self.store.run(
+                "UPDATE events SET embedding_model = ?, embedding_error = NULL"
+                f" FROM {view} v WHERE {condition}",
+                [model],
+            )
         return rows
 
     def append(self, group: Vectors) -> None:
