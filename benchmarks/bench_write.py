@@ -11,8 +11,10 @@ one run, on the same texts and vectors, in fresh stores:
   embedder a lookup of precomputed vectors (no model time at all).
 
 The rows/s of each, the share of nbmemory's time spent in ``flush()`` (the
-worker writing the vectors back) and the peak RSS of the process that wrote
-through nbmemory (each size in a process of its own) are printed.
+worker writing the vectors back), the seconds ``close()`` then takes (DuckDB's
+checkpoint of what the WAL still holds; not in the rows/s) and the peak RSS of
+the process that wrote through nbmemory (each size in a process of its own) are
+printed.
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ def duckdb_floor(texts: list[str], vectors: np.ndarray, folder: str) -> float:
 
 def nbmemory_write(
     texts: list[str], vectors: np.ndarray, folder: str, batch: int
-) -> tuple[float, float]:
-    """(seconds for add_events + flush, seconds of that in flush)."""
+) -> tuple[float, float, float]:
+    """(seconds for add_events + flush, seconds of that in flush, seconds to close)."""
     mem = Memory(
         os.path.join(folder, "bench.duckdb"),
         embedder=LookupEmbedder(texts, vectors),
@@ -100,8 +102,9 @@ def nbmemory_write(
         done = time.perf_counter()
         assert mem.status()["embedded"] == len(texts)
     finally:
+        closing = time.perf_counter()
         mem.close()
-    return done - start, done - added
+    return done - start, done - added, time.perf_counter() - closing
 
 
 def data(n: int) -> tuple[list[str], np.ndarray]:
@@ -120,8 +123,14 @@ def main() -> None:
         texts, vectors = data(args.child)
         inputs = peak_rss_mb()  # the benchmark's own texts and vectors
         with tempfile.TemporaryDirectory(prefix="nbmemory-write-") as folder:
-            total, in_flush = nbmemory_write(texts, vectors, folder, args.batch)
-        result = {"total": total, "in_flush": in_flush, "rss_mb": peak_rss_mb(), "inputs": inputs}
+            total, in_flush, close = nbmemory_write(texts, vectors, folder, args.batch)
+        result = {
+            "total": total,
+            "in_flush": in_flush,
+            "close": close,
+            "rss_mb": peak_rss_mb(),
+            "inputs": inputs,
+        }
         print(json.dumps(result))
         return
     print(f"machine: {machine()}")
@@ -147,6 +156,7 @@ def main() -> None:
                 f"{n / total:,.0f}",
                 f"{floor / total:.3f}",
                 f"{in_flush / total:.0%}",
+                f"{result['close']:.2f}",
                 f"{result['rss_mb']:,.0f} ({result['inputs']:,.0f})",
             ]
         )
@@ -157,6 +167,7 @@ def main() -> None:
             "nbmemory add_events + flush rows/s",
             "nbmemory / floor",
             "share in flush()",
+            "then close() s",
             "peak RSS MiB (of it the inputs)",
         ],
         rows,
