@@ -43,6 +43,7 @@ def day(d: dt.date) -> Period:
         ("on 7 July, 2023 we", [day(D(2023, 7, 7))]),
         ("July 7th was great", [day(D(2023, 7, 7))]),
         ("the 3rd of March 2021", [day(D(2021, 3, 3))]),
+        ("Sept. 5, 2022 and Dec 1", [day(D(2022, 9, 5)), day(D(2022, 12, 1))]),
         ("we met on 2023-02-01", [day(D(2023, 2, 1))]),
         ("the party is on 10/5/2023", [day(D(2023, 10, 5))]),
         ("Back in 2019 I lived there", [Period(D(2019, 1, 1), D(2020, 1, 1))]),

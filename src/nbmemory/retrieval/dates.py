@@ -45,7 +45,6 @@ MONTH_NAMES = [
 ]
 _MONTH_OF = {name: i + 1 for i, name in enumerate(MONTH_NAMES)}
 _MONTH_OF.update({name[:3]: i + 1 for i, name in enumerate(MONTH_NAMES)})
-_MONTH_OF["sept"] = 9
 DAY_NAMES = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _NUMBER_WORDS = {
     "a": 1,
@@ -72,10 +71,6 @@ _NUMBER_WORDS = {
 _MONTH = r"(?P<{name}>Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
 _DAY = r"(?P<{name}>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<{name}>(?:19|20)\d\d)"
-
-
-def _fill(pattern: str, **names: str) -> str:
-    return pattern.format(**names)
 
 
 #: Explicit dates, months and years (months are capitalised: "may" the verb is not one).
@@ -208,11 +203,7 @@ def _year(year: int) -> Period:
 
 
 def _month_number(text: str) -> int:
-    return _MONTH_OF[
-        text.lower().rstrip(".")[:4]
-        if text.lower().startswith("sept")
-        else text.lower().rstrip(".")[:3]
-    ]
+    return _MONTH_OF[text.lower().rstrip(".")[:3]]
 
 
 def explicit_periods(
