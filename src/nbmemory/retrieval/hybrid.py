@@ -76,9 +76,6 @@ class Candidates:
     vector_ids: set[str]
     several: bool
 
-    def column(self, name: str) -> np.ndarray:
-        return self.features[:, _COLUMN[name]]
-
 
 def hybrid_rank(
     vectors: VectorIndex,

@@ -290,7 +290,6 @@ def said_days(text: str, created: int) -> tuple[int, int]:
 class DocumentFacts:
     """Per-document arrays for a list of ids (:meth:`KeywordIndex.facts`)."""
 
-    known: np.ndarray
     lengths: np.ndarray
     question: np.ndarray
     timed: np.ndarray
@@ -995,7 +994,6 @@ class KeywordIndex:
                 return np.where(known, array[at], missing)
 
             return DocumentFacts(
-                known=known,
                 lengths=read(self._lengths, 0.0),
                 question=read(self._question, False),
                 timed=read(self._timed, False),
