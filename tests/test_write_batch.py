@@ -269,6 +269,28 @@ def test_a_writable_store_checkpoints_less_often_than_duckdb_by_default(tmp_path
     store = Store(path)
     try:
         (shown,) = store.run("SELECT current_setting('checkpoint_threshold')")[0]
-        assert shown.startswith(str(int(CHECKPOINT_THRESHOLD.removesuffix("MB")) - 12))
+        assert shown.startswith(str(int(CHECKPOINT_THRESHOLD.removesuffix("MB")) - 24))
+    finally:
+        store.close()
+
+
+def test_vectors_are_stored_without_float_compression(tmp_path):
+    """ALP / ALP-RD cost checkpoint time and saved nothing on embeddings: not used."""
+    path = str(tmp_path / "c.duckdb")
+    store = Store(path)
+    try:
+        with store.transaction():
+            store.run(
+                "INSERT INTO event_vectors SELECT 'e' || i, 'default', 'm',"
+                " [random()::FLOAT for _ in range(384)] FROM range(3000) t(i)"
+            )
+        store.run("CHECKPOINT")
+        used = {
+            row[0]
+            for row in store.run(
+                "SELECT DISTINCT compression FROM pragma_storage_info('event_vectors')"
+            )
+        }
+        assert "Uncompressed" in used and not used & {"ALP", "ALPRD"}
     finally:
         store.close()
