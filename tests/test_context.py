@@ -241,3 +241,51 @@ def test_salient_memories_without_a_vector_yet_still_come(store_path):
     finally:
         gated.gate.set()
         mem.close()
+
+
+def _salient(mem, query="rule", threshold=0.9):
+    ctx = mem.get_context(
+        "s", query, salience_threshold=threshold, salience_limit=20, relevance_limit=0
+    )
+    return {i.content for i in ctx.by_strategy("salience")}
+
+
+def test_hybrid_salience_reads_the_salient_ids_once_and_follows_every_change(store_path):
+    """The salient ids are kept in memory: a second context reads none from the table,
+    and what is added, deleted, updated or written with plain SQL since is seen."""
+    with _salient_store(store_path) as mem:
+        reads = []
+        ids_at_least = mem.store.events.ids_at_least
+        mem.store.events.ids_at_least = lambda *a: reads.append(a) or ids_at_least(*a)
+        first = {f"rule about {t}" for t in ("tea", "trains", "taxes", "tulips", "tents")}
+        assert _salient(mem) == first
+        assert _salient(mem) == first
+        assert len(reads) == 1  # the second call used the kept ids
+
+        new = mem.add_event("facts", "user", "rule about tofu", importance=0.97)
+        mem.add_event("facts", "user", "rule about toast", importance=0.5)  # not salient
+        mem.flush()
+        assert "rule about tofu" in _salient(mem) and len(reads) == 1
+        mem.delete(new.id)
+        assert "rule about tofu" not in _salient(mem) and len(reads) == 1
+
+        (tea,) = mem.store.run("SELECT id FROM events WHERE content = 'rule about tea'")[0]
+        mem.store.execute("UPDATE events SET importance = 0.1 WHERE id = ?", [tea])
+        assert "rule about tea" not in _salient(mem)  # plain SQL: read again
+        assert len(reads) == 2
+        # another namespace and another threshold are kept apart
+        assert _salient(mem, threshold=0.96) == {"rule about trains"}
+        mem.add_event("facts", "user", "rule about tuna", importance=0.99, namespace="other")
+        assert _salient(mem, threshold=0.96) == {"rule about trains"}
+        assert _salient(mem) == first - {"rule about tea"}
+
+
+def test_salience_inside_a_transaction_sees_its_uncommitted_rows(store_path):
+    with _salient_store(store_path) as mem:
+        assert "rule about tofu" not in _salient(mem)
+        with mem.store.transaction():
+            mem.store.execute(
+                "UPDATE events SET importance = 0.99 WHERE content = 'rule about tango'"
+            )
+            assert "rule about tango" in _salient(mem)
+        assert "rule about tango" in _salient(mem)

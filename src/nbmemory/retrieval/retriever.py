@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ from .fusion import weights_vector
 from .hybrid import Candidates, HybridHit, find_candidates, hybrid_rank
 from .indexes import Indexes
 from .rerank import Reranker, rerank_frame
+from .salience import SalientIds
 from .working_memory import WorkingMemory
 
 #: Columns of :meth:`Retriever.search`'s answer.
@@ -93,6 +95,8 @@ class Retriever:
         #: Re-scores the best candidates of search and of the context's relevance (None: off)
         self.reranker = reranker
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        #: The salient ids of each namespace, kept in step with the store.
+        self.salient_ids = SalientIds(store)
 
     @property
     def model(self) -> str:
@@ -209,7 +213,7 @@ class Retriever:
         since: Any = None,
         until: Any = None,
         exclude_ids: Iterable[str] = (),
-        among: set[str] | None = None,
+        among: AbstractSet[str] | None = None,
     ) -> pd.DataFrame:
         """Exact cosine top-``limit``, best first (``similarity`` column).
 
@@ -415,7 +419,7 @@ class Retriever:
             return []
         if vector is None:
             return self.store.events.by_importance(namespace, threshold, limit)
-        candidates = set(self.store.events.ids_at_least(namespace, threshold))
+        candidates = self.salient_ids.get(namespace, threshold)
         if not candidates:
             return []
         records: list[dict[str, Any]] = self.vector_search(
