@@ -289,3 +289,35 @@ def test_salience_inside_a_transaction_sees_its_uncommitted_rows(store_path):
             )
             assert "rule about tango" in _salient(mem)
         assert "rule about tango" in _salient(mem)
+
+
+def test_hybrid_context_reads_the_rows_of_both_strategies_in_one_query(store_path):
+    """Salience and relevance are ranked from the indexes, then their rows are read
+    together; the memories and their order are those each strategy gives alone."""
+    with _salient_store(store_path) as mem:
+        mem.add_event("s", "user", "what is the rule about tango again?")
+        mem.flush()
+        fetches = []
+        rows = mem.store.events.rows
+        mem.store.events.rows = lambda ids: fetches.append(list(ids)) or rows(ids)
+        question = "rule about tango"
+        ctx = mem.get_context(
+            "s", question, recency_limit=0, salience_limit=3, salience_threshold=0.9,
+            relevance_limit=3, relevance_threshold=0.0,
+        )  # fmt: skip
+        assert len(fetches) == 1
+        vector = mem.retriever.embed_query(question)
+        alone = mem.retriever.salient("default", vector, threshold=0.9, limit=3)
+
+        def order(strategy):  # the strategy's own order (items are in the merged one)
+            items = sorted(ctx.by_strategy(strategy), key=lambda i: i.positions[strategy])
+            return [i.id for i in items]
+
+        assert order("salience") == [r["id"] for r in alone]
+        relevance = mem.retriever.hits_frame(
+            mem.retriever.rank(
+                question, vector, "default", limit=3, threshold=0.0, mode="hybrid", strict=True
+            )
+        )
+        assert order("relevance") == list(relevance["id"])
+        assert ctx.by_strategy("relevance") and ctx.by_strategy("salience")

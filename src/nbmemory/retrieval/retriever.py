@@ -233,15 +233,7 @@ class Retriever:
         columns = [*READ_COLUMNS, "similarity"]
         if not hits:
             return pd.DataFrame(columns=columns)
-        similarity = dict(hits)
-        rows = self.store.events.rows([event_id for event_id, _ in hits])
-        for row in rows:
-            row["similarity"] = similarity[row["id"]]
-        # ties broken as the SQL path does: newest first, then id (a Python sort:
-        # pandas' sort_values costs milliseconds on a handful of rows)
-        rows.sort(key=lambda r: r["id"])
-        rows.sort(key=lambda r: r["created_at"], reverse=True)
-        rows.sort(key=lambda r: r["similarity"], reverse=True)
+        rows = _by_similarity(hits, self._rows([event_id for event_id, _ in hits]))
         return pd.DataFrame.from_records(rows[:limit], columns=columns)
 
     def _allowed_ids(
@@ -316,22 +308,13 @@ class Retriever:
         columns = [*READ_COLUMNS, "similarity", "score", "keyword_score", "signals"]
         if not hits:
             return pd.DataFrame(columns=columns)
-        rows = {r["id"]: r for r in self.store.events.rows([hit.id for hit in hits])}
-        records = []
-        for hit in hits:
-            row = rows.get(hit.id)
-            if row is None:  # deleted meanwhile
-                continue
-            records.append(
-                {
-                    **row,
-                    "similarity": np.nan if hit.similarity is None else hit.similarity,
-                    "score": hit.score,
-                    "keyword_score": hit.keyword_score,
-                    "signals": ", ".join(hit.signals),
-                }
-            )
+        records = _hit_records(hits, self._rows([hit.id for hit in hits]))
         return pd.DataFrame.from_records(records, columns=columns)
+
+    def _rows(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored rows of these events by id (one query; deleted ones are missing)."""
+        wanted = list(dict.fromkeys(ids))
+        return {row["id"]: row for row in self.store.events.rows(wanted)} if wanted else {}
 
     # -- the tri-hybrid context ------------------------------------------------------------
     def get_context(
@@ -380,15 +363,29 @@ class Retriever:
         by_query = p["relevance_limit"] or (p["salience_limit"] and s.salience_order == "query")
         if query is not None and by_query:
             vector = self.embed_query(query)
-        salience = self.salient(
-            ns,
-            vector if s.salience_order == "query" else None,
-            threshold=p["salience_threshold"],
-            limit=p["salience_limit"],
-        )
+        salient_by = vector if s.salience_order == "query" else None
         relevance: list[dict] = []
-        if vector is not None and p["relevance_limit"]:
-            relevance = self._relevant(query or "", vector, ns, s, p)
+        if (
+            salient_by is not None
+            and p["relevance_limit"]
+            and s.search_mode == "hybrid"
+            and self.reranker is None
+        ):  # both strategies ranked from the indexes: their rows read in one query
+            ranked = self._ranked_relevance(query or "", salient_by, ns, s, p)
+            hits = self._salient_hits(
+                ns, salient_by, threshold=p["salience_threshold"], limit=p["salience_limit"]
+            )
+            rows = self._rows([hit.id for hit in ranked] + [event_id for event_id, _ in hits])
+            relevance = _hit_records(ranked, rows)
+            salience = self._salient_records(
+                ns, hits, rows, threshold=p["salience_threshold"], limit=p["salience_limit"]
+            )
+        else:
+            salience = self.salient(
+                ns, salient_by, threshold=p["salience_threshold"], limit=p["salience_limit"]
+            )
+            if vector is not None and p["relevance_limit"]:
+                relevance = self._relevant(query or "", vector, ns, s, p)
         self._touch(ns, session_id)  # once every strategy answered: a failed call changes nothing
         budget = p.pop("max_tokens")
         context = Context(
@@ -419,13 +416,37 @@ class Retriever:
             return []
         if vector is None:
             return self.store.events.by_importance(namespace, threshold, limit)
-        candidates = self.salient_ids.get(namespace, threshold)
+        hits = self._salient_hits(namespace, vector, threshold=threshold, limit=limit)
+        rows = self._rows(event_id for event_id, _ in hits)
+        return self._salient_records(namespace, hits, rows, threshold=threshold, limit=limit)
+
+    def _salient_hits(
+        self, namespace: str, vector: np.ndarray, *, threshold: float, limit: int
+    ) -> list[tuple[str, float]]:
+        """(id, similarity) of the salient memories closest to ``vector``."""
+        candidates = self.salient_ids.get(namespace, threshold) if limit else frozenset()
         if not candidates:
             return []
-        records: list[dict[str, Any]] = self.vector_search(
-            vector, namespace, limit=limit, among=candidates
-        ).to_dict(orient="records")
-        if len(records) < limit:  # salient memories still waiting for their vector
+        hits: list[tuple[str, float]] = self.indexes.vectors(self.model).search(
+            vector, limit, namespace=namespace, allowed=set(candidates)
+        )
+        return hits
+
+    def _salient_records(
+        self,
+        namespace: str,
+        hits: list[tuple[str, float]],
+        rows: dict[str, dict[str, Any]],
+        *,
+        threshold: float,
+        limit: int,
+    ) -> list[dict[str, Any]]:
+        """The salient hits' records, best first; then salient memories still waiting
+        for their vector, most important first, up to ``limit``."""
+        if not limit:
+            return []
+        records = _by_similarity(hits, rows)[:limit]
+        if len(records) < limit and (hits or self.salient_ids.get(namespace, threshold)):
             seen = {record["id"] for record in records}
             rest = self.store.events.by_importance(namespace, threshold, limit + len(seen))
             records += [r for r in rest if r["id"] not in seen][: limit - len(records)]
@@ -437,11 +458,7 @@ class Retriever:
         limit, threshold = p["relevance_limit"], p["relevance_threshold"]
         wanted = limit if self.reranker is None else max(limit, s.rerank_top_n)
         if s.search_mode == "hybrid":
-            ranked = self.rank(
-                query, vector, namespace, limit=wanted, threshold=threshold, mode="hybrid",
-                strict=True, settings=s,
-            )  # fmt: skip
-            frame = self.hits_frame(ranked)
+            frame = self.hits_frame(self._ranked_relevance(query, vector, namespace, s, p))
         else:
             frame = self.vector_search(
                 vector, namespace, limit=wanted, threshold=threshold, strict=True
@@ -450,6 +467,17 @@ class Retriever:
             frame = rerank_frame(frame, query, self.reranker, top_n=s.rerank_top_n, limit=limit)
         records: list[dict] = frame.to_dict(orient="records")
         return records
+
+    def _ranked_relevance(
+        self, query: str, vector: np.ndarray, namespace: str, s: Settings, p: dict[str, Any]
+    ) -> list[HybridHit]:
+        """The hybrid relevance strategy's hits (before any reranker)."""
+        limit = p["relevance_limit"]
+        wanted = limit if self.reranker is None else max(limit, s.rerank_top_n)
+        return self.rank(
+            query, vector, namespace, limit=wanted, threshold=p["relevance_threshold"],
+            mode="hybrid", strict=True, settings=s,
+        )  # fmt: skip
 
     def _near_misses(
         self, namespace: str, vector: np.ndarray | None, context: Context, p: dict[str, Any]
@@ -526,3 +554,31 @@ def _miss(rec: dict, strategy: str, score: float, missed_by: float, reason: str)
         "missed_by": float(missed_by),
         "reason": reason,
     }
+
+
+def _by_similarity(
+    hits: list[tuple[str, float]], rows: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The rows of ``hits`` with their ``similarity``, best first; ties broken as the SQL
+    path does: newest first, then id (a Python sort: pandas' sort_values costs
+    milliseconds on a handful of rows).  Hits whose row is gone are left out."""
+    records = [{**rows[event_id], "similarity": sim} for event_id, sim in hits if event_id in rows]
+    records.sort(key=lambda r: r["id"])
+    records.sort(key=lambda r: r["created_at"], reverse=True)
+    records.sort(key=lambda r: r["similarity"], reverse=True)
+    return records
+
+
+def _hit_records(hits: list[HybridHit], rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of ranked hybrid hits, in rank order, with their scores (deleted ones left out)."""
+    return [
+        {
+            **rows[hit.id],
+            "similarity": np.nan if hit.similarity is None else hit.similarity,
+            "score": hit.score,
+            "keyword_score": hit.keyword_score,
+            "signals": ", ".join(hit.signals),
+        }
+        for hit in hits
+        if hit.id in rows
+    ]
