@@ -232,3 +232,16 @@ def test_vectors_held_back_are_written_when_the_worker_stops():
     worker._thread.join()
     # both computed batches are stored; the texts never embedded stay pending in the store
     assert writes.vector_writes == [["id-0", "id-1", "id-2", "id-3"]]
+
+
+def test_the_models_threads_sleep_between_runs(real_embedder):
+    """ONNX Runtime's threads would spin after each run, taking the CPU the caller
+    writes with; the loaded session says they do not, and the swap is undone."""
+    import onnxruntime as ort
+
+    session = real_embedder._load().model.model
+    options = session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
+    assert ort.SessionOptions.__name__ == "SessionOptions"
+    assert len(real_embedder.embed(["still embeds"])[0]) == 384
