@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -213,19 +212,16 @@ class Retriever:
         since: Any = None,
         until: Any = None,
         exclude_ids: Iterable[str] = (),
-        among: AbstractSet[str] | None = None,
     ) -> pd.DataFrame:
         """Exact cosine top-``limit``, best first (``similarity`` column).
 
         Answered from the in-memory index; filters (session, role, kind, dates ...)
         select the allowed rows with one query on ``events`` and only those are
-        scored, as are only the ids in ``among`` when given.  The same answer as
+        scored.  The same answer as
         DuckDB's ``list_cosine_similarity`` ranking (``store.vectors.similar``),
         ties broken the same way (newest first, then id).
         """
         allowed = self._allowed_ids(namespace, filters or {}, since, until)
-        if among is not None:
-            allowed = set(among) if allowed is None else allowed & set(among)
         hits = self.indexes.vectors(self.model).search(
             vector, limit, namespace=namespace, threshold=threshold, strict=strict,
             exclude_ids=exclude_ids, allowed=allowed,
@@ -428,7 +424,7 @@ class Retriever:
         if not candidates:
             return []
         hits: list[tuple[str, float]] = self.indexes.vectors(self.model).search(
-            vector, limit, namespace=namespace, allowed=set(candidates)
+            vector, limit, namespace=namespace, allowed=candidates
         )
         return hits
 

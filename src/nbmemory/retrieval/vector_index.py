@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import pyarrow as pa
@@ -190,7 +191,7 @@ class VectorIndex:
         threshold: float | None = None,
         strict: bool = False,
         exclude_ids: Iterable[str] = (),
-        allowed: set[str] | None = None,
+        allowed: AbstractSet[str] | None = None,
         score_range: list[float] | None = None,
     ) -> list[tuple[str, float]]:
         """Exact top-``limit`` (id, cosine similarity), best first.
@@ -266,7 +267,9 @@ class VectorIndex:
                 valid &= self._ns_codes[:n] == code
         return valid
 
-    def _positions(self, namespace: str | None, allowed: set[str] | None) -> np.ndarray | None:
+    def _positions(
+        self, namespace: str | None, allowed: AbstractSet[str] | None
+    ) -> np.ndarray | None:
         """Positions of the allowed live rows of the namespace, sorted; None for all rows
         (no filter, or one too wide for scoring a subset to pay)."""
         if allowed is None or len(allowed) * 4 > self._size:
