@@ -7,6 +7,10 @@ faster embedder, nbmemory's bookkeeping is what limits ingest.  Side by side in
 one run, on the same texts and vectors, in fresh stores:
 
 * the floor: DuckDB alone, one ``INSERT`` of the rows and their vectors from Arrow;
+* the floor in the same transactions: DuckDB alone, with the store's settings,
+  appending rows (to a table keyed by id, as ``events`` is) and their vectors
+  from Arrow and committing every ``--batch`` rows, as each ``add_events`` call
+  must (one call, one durable transaction);
 * ``add_events`` (bulk, batches of ``--batch``) followed by ``flush()``, the
   embedder a lookup of precomputed vectors (no model time at all).
 
@@ -26,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import duckdb
@@ -42,6 +47,7 @@ from _common import (  # noqa: E402
 )
 
 from nbmemory import Memory  # noqa: E402
+from nbmemory.store.connection import CHECKPOINT_THRESHOLD, DISABLED_COMPRESSION  # noqa: E402
 
 
 class LookupEmbedder:
@@ -77,6 +83,58 @@ def duckdb_floor(texts: list[str], vectors: np.ndarray, folder: str) -> float:
     con.execute("INSERT INTO t SELECT * FROM incoming")
     con.close()
     return time.perf_counter() - start
+
+
+def duckdb_transactions_floor(
+    texts: list[str], vectors: np.ndarray, folder: str, batch: int
+) -> float:
+    """Seconds for DuckDB to store the same rows and vectors committing every ``batch``
+    rows: rows keyed by id (``events`` has its primary key), vectors in a table of
+    their own, the store's settings.  What one durable transaction per call costs
+    before nbmemory does anything."""
+    con = duckdb.connect(os.path.join(folder, "floor-tx.duckdb"))
+    con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+    con.execute(f"SET disabled_compression_methods = '{DISABLED_COMPRESSION}'")
+    con.execute(
+        "CREATE TABLE events (id VARCHAR PRIMARY KEY, session_id VARCHAR, content VARCHAR,"
+        " created_at TIMESTAMP, importance DOUBLE)"
+    )
+    con.execute("CREATE TABLE vectors (id VARCHAR, model VARCHAR, embedding FLOAT[])")
+    ids = [str(uuid.uuid4()) for _ in texts]
+    start = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        rows = pa.table(
+            {
+                "id": ids[i : i + batch],
+                "session_id": [f"s{j % 100}" for j in range(i, min(i + batch, len(texts)))],
+                "content": texts[i : i + batch],
+                "created_at": pa.array([time.time_ns() // 1000] * len(ids[i : i + batch])).cast(
+                    pa.timestamp("us")
+                ),
+                "importance": [0.5] * len(ids[i : i + batch]),
+            }
+        )
+        block = vectors[i : i + batch]
+        vector_rows = pa.table(
+            {
+                "id": ids[i : i + batch],
+                "model": ["m"] * len(block),
+                "embedding": pa.FixedSizeListArray.from_arrays(
+                    pa.array(block.reshape(-1)), 384
+                ).cast(pa.list_(pa.float32())),
+            }
+        )
+        con.execute("BEGIN TRANSACTION")
+        con.register("incoming_rows", rows)
+        con.register("incoming_vectors", vector_rows)
+        con.execute("INSERT INTO events SELECT * FROM incoming_rows")
+        con.execute("INSERT INTO vectors SELECT * FROM incoming_vectors")
+        con.execute("COMMIT")
+        con.unregister("incoming_rows")
+        con.unregister("incoming_vectors")
+    elapsed = time.perf_counter() - start
+    con.close()
+    return elapsed
 
 
 def nbmemory_write(
@@ -140,6 +198,7 @@ def main() -> None:
         texts, vectors = data(n)
         with tempfile.TemporaryDirectory(prefix="nbmemory-write-") as folder:
             floor = duckdb_floor(texts, vectors, folder)
+            floor_tx = duckdb_transactions_floor(texts, vectors, folder, args.batch)
         del texts, vectors
         child = subprocess.run(
             [sys.executable, __file__, "--child", str(n), "--batch", str(args.batch)],
@@ -153,8 +212,10 @@ def main() -> None:
             [
                 f"{n:,}",
                 f"{n / floor:,.0f}",
+                f"{n / floor_tx:,.0f}",
                 f"{n / total:,.0f}",
                 f"{floor / total:.3f}",
+                f"{floor_tx / total:.2f}",
                 f"{in_flush / total:.0%}",
                 f"{result['close']:.2f}",
                 f"{result['rss_mb']:,.0f} ({result['inputs']:,.0f})",
@@ -164,8 +225,10 @@ def main() -> None:
         [
             "rows",
             "DuckDB Arrow INSERT rows/s (floor)",
+            f"DuckDB, a commit every {args.batch:,} rows, rows/s",
             "nbmemory add_events + flush rows/s",
             "nbmemory / floor",
+            "nbmemory / same-commits floor",
             "share in flush()",
             "then close() s",
             "peak RSS MiB (of it the inputs)",

@@ -53,8 +53,8 @@ def test_write_benchmark_runs_and_every_row_is_embedded() -> None:
     )
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if line.startswith("| 300 |"))
-    # rows, floor, nbmemory, ratio, share in flush, close, RSS
-    assert len(row.split("|")) == 9
+    # rows, floor, same-commits floor, nbmemory, both ratios, share in flush, close, RSS
+    assert len(row.split("|")) == 11
 
 
 def test_signals_benchmark_runs_and_the_signals_act() -> None:
