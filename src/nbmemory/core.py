@@ -87,8 +87,9 @@ def build_core(
     if not store.read_only:
 
         def write_vectors(ids: list[str], texts: list[str], vectors: Any) -> None:
-            with writer.transaction() as tx:
-                tx.vectors.write_vectors(ids, vectors, embedder.name, texts)
+            writer.write_beside(
+                lambda tx: tx.vectors.write_vectors(ids, vectors, embedder.name, texts)
+            )
 
         def write_errors(errors: dict[str, str]) -> None:
             with writer.transaction() as tx:

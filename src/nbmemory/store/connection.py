@@ -1,11 +1,16 @@
 """The store: one DuckDB connection, its lock, transactions, and change announcements.
 
 One connection per store per process, every statement under one lock, so the
-embedding worker and the caller's thread never interleave statements on it
-(DuckDB's optimistic concurrency between connections can turn a transaction's
-UPDATE of a row another thread just committed into a silent no-op; a memory
-layer must not lose writes).  Results are always fetched whole: an unfinished
-result keeps the connection busy.
+caller's threads never interleave statements on it (DuckDB's optimistic
+concurrency between connections can turn a transaction's UPDATE of a row another
+thread just committed into a silent no-op; a memory layer must not lose writes).
+Results are always fetched whole: an unfinished result keeps the connection busy.
+
+One exception, for speed: the embedding worker writes vectors on a cursor of its
+own (:meth:`Store.beside`) while the caller appends new events.  Only appends run
+beside it: every other write transaction, and the worker's, hold the *rows lock*
+for their whole length, so no two transactions that could touch the same
+existing row ever overlap.
 
 Every statement is parameterised; the only names formatted into SQL are table
 and column names from :mod:`.schema`.  The SQL itself lives in the table objects
@@ -25,7 +30,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
@@ -43,6 +48,8 @@ from .tasks import PrefixesTable, TasksTable
 from .vectors import EventVectors
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: DuckDB's memory limit while a scan is read into one of our caches (see ``stream``).
 LEAN_SCAN_MEMORY = "256MB"
@@ -77,6 +84,8 @@ class Store:
     embed_linger = 0.05
     #: The table object of ``event_vectors`` (a lake keeps vector state apart from rows).
     vectors_class: type[EventVectors] = EventVectors
+    #: Whether :meth:`beside` runs on a cursor of its own (else it is a plain transaction).
+    writes_beside = True
 
     def __init__(
         self, path: str | os.PathLike[str], *, read_only: bool = False, adopt: bool = False
@@ -85,6 +94,15 @@ class Store:
         self.read_only = read_only
         #: Held by every statement and transaction (a read-modify-write holds it throughout).
         self._lock: Any = threading.RLock()
+        #: Held, before ``_lock``, by every write transaction but an append's, and by the
+        #: transaction :meth:`beside` runs (its statements do not take ``_lock``).
+        self._rows_lock = threading.RLock()
+        #: The cursor :meth:`beside` writes on, the thread in it and its change record.
+        self._side_cursor: duckdb.DuckDBPyConnection | None = None
+        self._side_owner: int | None = None
+        self._side_pending: Change | None = None
+        #: ``.on`` while the current thread opens transactions that only append.
+        self._appending = threading.local()
         #: Who writes (set by the writer; a lake puts it in each commit message).
         self.actor = "api"
         #: Number of statements run; tests use it to prove a read touched no SQL.
@@ -147,8 +165,9 @@ class Store:
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        with self._lock:
+        with self._rows_lock, self._lock:
             self._reopen = False
+            self._drop_side_cursor()
             if self.con is not None:
                 con, self.con = self.con, None
                 with contextlib.suppress(duckdb.Error):  # a full disk cannot checkpoint
@@ -159,6 +178,9 @@ class Store:
         return self.con is None
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
+        if self._on_side():
+            assert self._side_cursor is not None
+            return self._side_cursor
         if self.con is None and self._reopen:  # after a full disk or an invalidation
             self.con = self._connect()
             self._reopen = False
@@ -180,7 +202,7 @@ class Store:
         ``fetch`` is ``"rows"`` (tuples), ``"records"`` (dicts), ``"df"`` (pandas) or
         ``"arrow"``.  Outside a transaction, a write-write conflict is retried.
         """
-        with self._lock:
+        with self._guard():
             attempts = 1 if self.in_transaction else 5
             for attempt in range(attempts):
                 self.statements_run += 1
@@ -206,12 +228,14 @@ class Store:
             isinstance(exc, duckdb.FatalException) or "invalidated" in str(exc)
         ):
             return
-        con, self.con = self.con, None
-        self._reopen = True
-        if con is not None:
-            with contextlib.suppress(duckdb.Error):
-                con.close()
-        self._announce(Change(unknown=True))  # what the caches hold may be gone
+        with self._lock:
+            self._drop_side_cursor()
+            con, self.con = self.con, None
+            self._reopen = True
+            if con is not None:
+                with contextlib.suppress(duckdb.Error):
+                    con.close()
+            self._announce(Change(unknown=True))  # what the caches hold may be gone
         raise translated or StoreError(
             f"the store {self.path} stopped working ({files.first_line(str(exc))[:160]}); "
             "call again: it reopens by itself"
@@ -228,7 +252,7 @@ class Store:
         80% of RAM (at 1M vectors, 1 GB more peak RSS for nothing), so its memory
         limit is lowered to :data:`LEAN_SCAN_MEMORY` for the scan and put back after.
         """
-        with self._lock:
+        with self._guard():
             self.statements_run += 1
             try:
                 with self._lean() if lean else contextlib.nullcontext():
@@ -265,7 +289,7 @@ class Store:
     @contextlib.contextmanager
     def registered(self, name: str, data: pa.Table) -> Iterator[str]:
         """``data`` visible to SQL as the view ``name`` while the block runs (lock held)."""
-        with self._lock:
+        with self._guard():
             cursor = self._cursor()
             cursor.register(name, data)
             try:
@@ -277,7 +301,42 @@ class Store:
     @property
     def in_transaction(self) -> bool:
         """True on the thread that holds an open transaction."""
-        return self._tx_owner == threading.get_ident()
+        me = threading.get_ident()
+        return self._tx_owner == me or self._side_owner == me
+
+    def _on_side(self) -> bool:
+        """Whether the current thread is in the transaction :meth:`beside` runs."""
+        return self._side_owner is not None and self._side_owner == threading.get_ident()
+
+    def _guard(self) -> contextlib.AbstractContextManager[Any]:
+        """The lock a statement takes: ``_lock``, or none inside :meth:`beside`."""
+        return contextlib.nullcontext() if self._on_side() else self._lock
+
+    def _open_change(self) -> Change | None:
+        """The change record of the current thread's open transaction, if any."""
+        if self._on_side():
+            return self._side_pending
+        if self._pending is not None and self._tx_owner == threading.get_ident():
+            return self._pending
+        return None
+
+    def _rows_held(self) -> contextlib.AbstractContextManager[Any]:
+        """The rows lock, for a write transaction that may change existing rows (none
+        where nothing is written beside, or for an append: see :meth:`appending`)."""
+        if not self.writes_beside or getattr(self._appending, "on", False):
+            return contextlib.nullcontext()
+        return self._rows_lock
+
+    @contextlib.contextmanager
+    def appending(self) -> Iterator[None]:
+        """Transactions opened in the block only add rows (events, their audit rows) and
+        touch sessions, so they may run while :meth:`beside` writes vectors."""
+        before = getattr(self._appending, "on", False)
+        self._appending.on = True
+        try:
+            yield
+        finally:
+            self._appending.on = before
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Change]:
@@ -287,7 +346,11 @@ class Store:
         rollback announces nothing.  A transaction opened inside another on the
         same thread joins it.
         """
-        with self._lock:
+        if self._on_side():  # joins the transaction beside
+            assert self._side_pending is not None
+            yield self._side_pending
+            return
+        with self._rows_held(), self._lock:
             if self.in_transaction:
                 assert self._pending is not None
                 yield self._pending
@@ -308,6 +371,83 @@ class Store:
             if pending:
                 self._announce(pending)
 
+    def beside(self, block: Callable[[Change], T]) -> T:
+        """Run ``block(change)`` as one transaction on a cursor of its own, beside the
+        caller's appends: the embedding worker's vector writes.
+
+        Its statements do not take the store's lock, so a caller adding events is not
+        held up by them (with a fast embedder the two used to take turns: most of
+        ingest's time).  It holds the rows lock instead, which every other write
+        transaction takes too: only appends of new rows overlap it, and DuckDB never
+        sees two transactions touch one row.  The commit and the announcement of what
+        changed happen under the store's lock, like any other transaction's.  Where
+        that cannot hold (a shared or lake store, a transaction already open on this
+        thread, a write conflict after all) it is an ordinary transaction.
+        """
+        if not self.writes_beside or self.in_transaction:
+            with self.transaction() as change:
+                return block(change)
+        with self._rows_lock:
+            cursor, change = self._begin_side()
+            try:
+                result = block(change)
+                with self._lock:
+                    pending = self._end_side(cursor, "COMMIT")
+                    if pending:
+                        self._announce(pending)
+                return result
+            except duckdb.TransactionException as exc:  # not expected under the rows lock
+                self._end_side(cursor, "ROLLBACK")
+                if "invalidated" in str(exc):
+                    self._failed(exc)
+                    raise
+                log.warning("nbmemory: a write beside the caller's conflicted; writing it again")
+            except duckdb.Error as exc:
+                self._end_side(cursor, "ROLLBACK")
+                self._failed(exc)
+                raise
+            except BaseException:
+                self._end_side(cursor, "ROLLBACK")
+                raise
+            with self.transaction() as again:
+                return block(again)
+
+    def _begin_side(self) -> tuple[duckdb.DuckDBPyConnection, Change]:
+        """Open the transaction :meth:`beside` runs, on its cursor (made on first use)."""
+        with self._lock:
+            try:
+                if self._side_cursor is None:
+                    self._side_cursor = self._cursor().cursor()
+                self._side_cursor.execute("BEGIN TRANSACTION")
+            except duckdb.Error as exc:
+                self._drop_side_cursor()
+                self._failed(exc)
+                raise
+            change = Change()
+            self._side_owner, self._side_pending = threading.get_ident(), change
+            return self._side_cursor, change
+
+    def _end_side(self, cursor: duckdb.DuckDBPyConnection, verb: str) -> Change:
+        """COMMIT or ROLLBACK the transaction :meth:`beside` runs on ``cursor`` (a
+        ROLLBACK of one already ended does nothing)."""
+        pending, self._side_pending = self._side_pending or Change(), None
+        self._side_owner = None
+        try:
+            cursor.execute(verb)
+        except duckdb.Error:
+            if verb == "COMMIT":
+                with contextlib.suppress(duckdb.Error):
+                    cursor.execute("ROLLBACK")
+                raise
+        return pending
+
+    def _drop_side_cursor(self) -> None:
+        """Close the cursor of :meth:`beside` (its connection is going or gone)."""
+        cursor, self._side_cursor = self._side_cursor, None
+        if cursor is not None:
+            with contextlib.suppress(duckdb.Error):
+                cursor.close()
+
     def _end_transaction(self, verb: str) -> Change:
         pending, self._pending = self._pending or Change(), None
         self._tx_owner = None
@@ -325,16 +465,18 @@ class Store:
 
     def changed(self, change: Change) -> None:
         """Record what a statement changed: announced at commit (at once outside one)."""
-        with self._lock:
-            if self._pending is not None and self.in_transaction:
-                self._pending.merge(change)
+        with self._guard():
+            pending = self._open_change()
+            if pending is not None:
+                pending.merge(change)
             else:
                 self._announce(change)
 
     def count_redactions(self, namespace: str | None, count: int) -> None:
         """Note secrets removed by a write of the open transaction (its audit row says so)."""
-        if self._pending is not None and self.in_transaction:
-            redacted = self._pending.redacted
+        pending = self._open_change()
+        if pending is not None:
+            redacted = pending.redacted
             redacted[namespace] = redacted.get(namespace, 0) + count
 
     def listen(self, listener: Listener) -> None:
@@ -367,7 +509,7 @@ class Store:
         """
         if self.path == ":memory:" or self.read_only:
             return
-        with self._lock:
+        with self._rows_lock, self._lock:
             if self.in_transaction:
                 raise StoreError("internal: a file cannot be rewritten inside a transaction")
             con = self._cursor()
@@ -385,6 +527,7 @@ class Store:
                 )
             finally:
                 con.execute("DETACH nbmemory_rewrite")
+            self._drop_side_cursor()
             con.close()
             self.con = None
             files.replace_file(fresh, self.path)
@@ -393,9 +536,11 @@ class Store:
 
     # -- the escape hatch: plain SQL -----------------------------------------------------
     def _raw(self, sql: str, params: Params, fetch: str) -> Any:
-        with self._lock:
+        reads = _reads_only(sql)
+        # plain SQL that writes may change any row: it waits for a write beside (rows lock)
+        with contextlib.nullcontext() if reads else self._rows_lock, self._lock:
             result = self.run(sql, params, fetch)
-            if not _reads_only(sql):
+            if not reads:
                 self.mark_stale()
             return result
 

@@ -150,6 +150,9 @@ class _LeaseLock:
 class SharedStore(Store):
     """A :class:`Store` that holds the DuckDB file only while an operation runs."""
 
+    #: The file is let go between operations: no cursor can be kept beside the caller's.
+    writes_beside = False
+
     def __init__(
         self,
         path: str | os.PathLike[str],

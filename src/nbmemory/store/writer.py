@@ -19,12 +19,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import StoreError
 from ..validation import utcnow
 from .changes import Change
 from .connection import Store
+
+T = TypeVar("T")
 
 #: ``last_activity`` is written at most this often per session by ordinary writes and reads.
 TOUCH_INTERVAL = dt.timedelta(seconds=1)
@@ -97,12 +99,22 @@ class Writer:
         with self.store.transaction() as change:
             yield Tx(self, change)
 
+    def write_beside(self, block: Callable[[Tx], T]) -> T:
+        """``block(tx)`` as one transaction beside the caller's appends (the embedding
+        worker's vectors: see :meth:`Store.beside`)."""
+        if self.store.read_only:
+            raise _read_only(self.store)
+        return self.store.beside(lambda change: block(Tx(self, change)))
+
     # -- the common writes ------------------------------------------------------------
     def add_events(
         self, rows: Sequence[dict[str, Any]], *, bulk: bool = False, action: str = "add"
     ) -> list[dict[str, Any]]:
-        """Insert validated event rows; one audit row per namespace; sessions touched."""
-        with self.transaction() as tx:
+        """Insert validated event rows; one audit row per namespace; sessions touched.
+
+        Only appends (and session touches): it may run while vectors are written beside it.
+        """
+        with self.store.appending(), self.transaction() as tx:
             records = tx.events.insert(rows, bulk=bulk)
             for namespace in sorted({r["namespace"] for r in records}):
                 chosen = [r for r in records if r["namespace"] == namespace]
@@ -131,7 +143,7 @@ class Writer:
         """Mark a started session as used (a read such as get_context counts as use)."""
         if self.store.read_only or not self._due(namespace, session_id):
             return
-        with self.transaction() as tx:
+        with self.store.appending(), self.transaction() as tx:  # no event row is touched
             tx.touch(namespace, session_id)
 
     # -- session touches --------------------------------------------------------------

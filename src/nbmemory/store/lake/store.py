@@ -77,6 +77,8 @@ class LakeStore(Store):
 
     backend = "ducklake"
     vectors_class = LakeEventVectors
+    #: Every write is a snapshot of the catalog of its own: vectors take the usual path.
+    writes_beside = False
     #: Each vector write is a commit of its own (a catalog round trip, and a
     #: conflict window with the other writers): a stream of add_event calls is
     #: embedded and written in batches of up to half a second.
