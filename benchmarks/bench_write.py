@@ -14,7 +14,9 @@ one run, on the same texts and vectors, in fresh stores:
 * ``add_events`` (bulk, batches of ``--batch``) followed by ``flush()``, the
   embedder a lookup of precomputed vectors (no model time at all).
 
-The rows/s of each, the share of nbmemory's time spent in ``flush()`` (the
+Dirty pages are flushed (``os.sync``) before each side runs, so no side's commits
+wait for the write-back of the one before.  The rows/s of each, the share of
+nbmemory's time spent in ``flush()`` (the
 worker writing the vectors back), the seconds ``close()`` then takes (DuckDB's
 checkpoint of what the WAL still holds; not in the rows/s) and the peak RSS of
 the process that wrote through nbmemory (each size in a process of its own) are
@@ -197,8 +199,11 @@ def main() -> None:
     for n in args.sizes:
         texts, vectors = data(n)
         with tempfile.TemporaryDirectory(prefix="nbmemory-write-") as folder:
+            os.sync()  # each side starts on a quiet disk: no earlier writes to flush
             floor = duckdb_floor(texts, vectors, folder)
+            os.sync()
             floor_tx = duckdb_transactions_floor(texts, vectors, folder, args.batch)
+        os.sync()
         del texts, vectors
         child = subprocess.run(
             [sys.executable, __file__, "--child", str(n), "--batch", str(args.batch)],
