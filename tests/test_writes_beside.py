@@ -255,3 +255,33 @@ def test_a_conflict_beside_is_written_again_as_an_ordinary_transaction(tmp_path,
         assert not store.in_transaction
     finally:
         store.close()
+
+
+def test_a_store_that_writes_nothing_beside_never_waits_on_the_rows_lock(tmp_path):
+    """A shared store holds its lock for a whole call (``turn``): plain SQL inside one
+    must not then wait for the rows lock, which another thread could hold while it
+    waits for the store's lock.  Nothing is written beside there, so it is never taken."""
+    from nbmemory.store.shared import SharedStore
+
+    store = SharedStore(tmp_path / "s.duckdb")
+    taken, done = threading.Event(), threading.Event()
+
+    def hold_rows_lock() -> None:
+        with store._rows_lock:
+            taken.set()
+            done.wait(DEADLOCK)
+
+    holder = threading.Thread(target=hold_rows_lock)
+    holder.start()
+    try:
+        assert taken.wait(DEADLOCK)
+        thread, out = _in_thread(
+            lambda: store.execute("INSERT INTO nbmemory_meta VALUES ('k', 'v')")
+        )
+        thread.join(DEADLOCK)
+        assert not thread.is_alive(), "plain SQL on a shared store waited for the rows lock"
+        assert "error" not in out
+    finally:
+        done.set()
+        holder.join()
+        store.close()

@@ -165,7 +165,7 @@ class Store:
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        with self._rows_lock, self._lock:
+        with self._rows_held(), self._lock:
             self._reopen = False
             self._drop_side_cursor()
             if self.con is not None:
@@ -509,7 +509,7 @@ class Store:
         """
         if self.path == ":memory:" or self.read_only:
             return
-        with self._rows_lock, self._lock:
+        with self._rows_held(), self._lock:
             if self.in_transaction:
                 raise StoreError("internal: a file cannot be rewritten inside a transaction")
             con = self._cursor()
@@ -538,7 +538,7 @@ class Store:
     def _raw(self, sql: str, params: Params, fetch: str) -> Any:
         reads = _reads_only(sql)
         # plain SQL that writes may change any row: it waits for a write beside (rows lock)
-        with contextlib.nullcontext() if reads else self._rows_lock, self._lock:
+        with contextlib.nullcontext() if reads else self._rows_held(), self._lock:
             result = self.run(sql, params, fetch)
             if not reads:
                 self.mark_stale()
