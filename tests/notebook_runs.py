@@ -7,8 +7,10 @@ kernel with nbclient, so the tests of several modules share one run.
 :func:`substance` is what a reader gets from a cell's outputs, with what differs
 between two honest runs masked: ids, timestamps and dates, durations, memory
 addresses, temporary paths and floats beyond two decimals.  Text outputs and
-streams are kept; rich outputs (HTML, widgets) by their ``text/plain`` fallback;
-a figure with no text fallback by its title and traces.  Counts, columns and the
+streams are kept; a DataFrame by the cells of its HTML table (its ``text/plain``
+wraps where the timestamps' width says, which differs between runs); other rich
+outputs (HTML, widgets) by their ``text/plain`` fallback; a figure with no text
+fallback by its title and traces.  Counts, columns and the
 first two decimals stay, so a changed count, a missing column or a moved score
 is a difference.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import html
 import os
 import re
 import tempfile
@@ -62,6 +65,20 @@ def mask(text: str) -> str:
     return text.strip()
 
 
+_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
+_CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.S)
+_CAPTION = re.compile(r"<p>(.*?)</p>", re.S)
+
+
+def _frame(markup: str) -> str:
+    """The rows of a pandas HTML table (and its shape line), cells joined by ``|``."""
+    rows = [
+        " | ".join(html.unescape(cell).strip() for cell in _CELL.findall(row))
+        for row in _ROW.findall(markup)
+    ]
+    return "\n".join(rows + [html.unescape(p) for p in _CAPTION.findall(markup)])
+
+
 def _figure(spec: dict) -> str:
     title = spec.get("layout", {}).get("title", {})
     title = title.get("text", "") if isinstance(title, dict) else str(title or "")
@@ -87,7 +104,9 @@ def substance(cell: nbformat.NotebookNode) -> list[tuple[str, str]]:
             result.append((kind, f"{output['ename']}: {output['evalue']}"))
             continue
         data = output.get("data", {})
-        if "text/plain" in data:
+        if 'class="dataframe"' in data.get("text/html", ""):
+            text = _frame(data["text/html"])
+        elif "text/plain" in data:
             text = data["text/plain"]
         elif PLOTLY in data:
             text = _figure(data[PLOTLY])

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client.manager import start_new_kernel
-from notebook_runs import NOTEBOOKS, differences, executed
+from notebook_runs import NOTEBOOKS, differences, executed, mask, substance
 
 from nbmemory import cli
 from nbmemory.errors import InvalidInput
@@ -282,3 +282,41 @@ def test_shipped_notebooks_are_commit_ready():
         for cell in nb.cells:
             text = cell.source
             assert not re.search(r"\bseeds? ?\d|\bissue \d", text), (path.name, text)
+
+
+def test_a_frame_whose_text_wraps_elsewhere_is_the_same_output():
+    """pandas wraps a wide frame's text where its columns' widths say, and a timestamp
+    is printed to the microsecond or to the millisecond depending on its value: two
+    honest runs then wrap differently.  The comparison reads the HTML table instead."""
+    import pandas as pd
+
+    def cell(stamp: str) -> nbformat.NotebookNode:
+        frame = pd.DataFrame(
+            {
+                "namespace": ["default"],
+                "session_id": ["lisbon-trip"],
+                "user_id": [None],
+                "status": ["untracked"],
+                "events": [8],
+                "created_at": [pd.Timestamp(stamp)],
+                "last_activity": [pd.Timestamp(stamp)],
+                "expires_at": [pd.NaT],
+                "closed_at": [pd.NaT],
+                "state": [None],
+            }
+        )
+        with pd.option_context("display.width", 80, "display.max_columns", 20):
+            data = {"text/plain": repr(frame), "text/html": frame._repr_html_()}
+        output = nbformat.v4.new_output("execute_result", data=data, execution_count=1)
+        return nbformat.v4.new_code_cell("%memory sessions", outputs=[output])
+
+    micro, milli = cell("2026-12-02 06:26:28.020553"), cell("2026-12-02 06:26:28.020000")
+    # the masked texts differ (they wrap after other columns) ...
+    assert mask(micro.outputs[0].data["text/plain"]) != mask(milli.outputs[0].data["text/plain"])
+    # ... the outputs do not
+    assert substance(micro) == substance(milli)
+    changed = cell("2026-12-02 06:26:28.020553")
+    changed.outputs[0].data["text/html"] = (
+        changed.outputs[0].data["text/html"].replace("untracked", "active")
+    )
+    assert substance(changed) != substance(micro)
