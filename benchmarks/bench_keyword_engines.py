@@ -37,7 +37,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine, p50, print_table, random_text, timings  # noqa: E402
+from _common import (  # noqa: E402
+    compile_package,
+    machine,
+    p50,
+    print_table,
+    random_text,
+    timings,
+)
 
 try:
     import tantivy
@@ -413,6 +420,7 @@ def scale(n: int, args: argparse.Namespace) -> dict:
         result: dict = {"n": n, "parquet_mb": os.path.getsize(parquet) / 2**20}
         result["fs"] = _filesystem(folder)
         first_query = clean_query(_queries(1)[0])
+        compile_package()
         for engine in ("ours", "tantivy"):
             print(f"  {n:,} memories: {engine} ...", file=sys.stderr, flush=True)
             built = _run(_child_argv(args, "build", engine, folder))

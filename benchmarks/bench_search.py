@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (  # noqa: E402
     FixedEmbedder,
+    compile_package,
     fill_store,
     interleaved,
     machine,
@@ -41,10 +45,18 @@ from _common import (  # noqa: E402
 from nbmemory import Memory  # noqa: E402
 
 
-def one_size(n: int, queries: int, k: int) -> dict:
+def one_size(n: int, queries: int, k: int, cold_repeat: int, drop_caches: bool) -> dict:
+    """Every measurement of one size, in a folder removed afterwards (5 GB at 1M)."""
+    folder = tempfile.mkdtemp(prefix="nbmemory-bench-")
+    try:
+        return measure(n, queries, k, cold_repeat, drop_caches, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure(n: int, queries: int, k: int, cold_repeat: int, drop_caches: bool, folder: str) -> dict:
     vectors = random_unit_vectors(n, seed=n)
     qs = random_unit_vectors(queries, seed=n + 1)
-    folder = tempfile.mkdtemp(prefix="nbmemory-bench-")
     path = os.path.join(folder, "bench.duckdb")
     mem = Memory(path, embedder=FixedEmbedder())
     start = time.perf_counter()
@@ -112,13 +124,15 @@ def one_size(n: int, queries: int, k: int) -> dict:
     size_mb = Path(path).stat().st_size / 2**20
     cache_mb = sum(p.stat().st_size for p in Path(path + ".nbmemory-index").glob("*")) / 2**20
     np.save(os.path.join(folder, "vectors.npy"), vectors)
-    cold = {mode: cold_open(mode, folder) for mode in ("numpy", "vector", "hybrid", "rebuild")}
+    cold = cold_opens(folder, cold_repeat, COLD_MODES, drop=False)
+    dropped = cold_opens(folder, cold_repeat, DROPPED_MODES, drop=True) if drop_caches else {}
     return {
         "unfiltered_p50": p50(t_unfiltered),
         "filtered_p50": p50(t_filtered),
         "vector_p50": p50(t_vector),
         "cache_mb": cache_mb,
         "cold": cold,
+        "dropped": dropped,
         "n": n,
         "floor_p50": p50(t_floor),
         "floor_p95": p95(t_floor),
@@ -148,6 +162,12 @@ if mode == "numpy":  # the floor: nothing but numpy
     vectors = np.load(folder + "/vectors.npy")
     query = np.random.default_rng(0).standard_normal(vectors.shape[1]).astype(np.float32)
     top = np.argpartition(-(vectors @ query), 5)[:5]
+elif mode == "stack":  # what any DataFrame answer from a DuckDB file pays
+    import duckdb, pandas, pyarrow
+    con = duckdb.connect(folder + "/bench.duckdb", read_only=True)
+    con.sql("SELECT id, content FROM events LIMIT 5").df()
+elif mode == "import":  # nbmemory imported, nothing opened
+    import nbmemory
 else:
     sys.path.insert(0, sys.argv[3])
     from _common import FixedEmbedder
@@ -159,6 +179,68 @@ seconds = time.perf_counter() - start
 peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps({"seconds": seconds, "rss_mb": peak / 1024}))
 """
+
+
+COLD_MODES = ("numpy", "stack", "import", "vector", "hybrid", "rebuild")
+DROPPED_MODES = ("numpy", "vector", "hybrid")
+
+
+def cold_opens(folder: str, repeat: int, modes: Sequence[str], drop: bool) -> dict[str, dict]:
+    """Each cold open ``repeat`` times, the modes taken in turn (so a slow spell of the
+    machine is shared out): the median seconds and the largest peak RSS of each.
+
+    Before every run the files that mode reads are either read through, so the new
+    process finds them in the page cache as it would a store used a moment ago (this
+    machine's kernel evicts idle pages within minutes, and a floor read from disk
+    against a store read from memory compares nothing), or, with ``drop``, the
+    whole page cache is dropped: a first open after a reboot.
+    """
+    compile_package()
+    runs: dict[str, list[dict]] = {mode: [] for mode in modes}
+    for _ in range(repeat):
+        for mode in modes:
+            if drop:
+                drop_page_cache()
+            else:
+                read_through(files_read(mode, folder))
+            runs[mode].append(cold_open(mode, folder))
+    return {
+        mode: {
+            "seconds": statistics.median(r["seconds"] for r in results),
+            "rss_mb": max(r["rss_mb"] for r in results),
+        }
+        for mode, results in runs.items()
+    }
+
+
+def files_read(mode: str, folder: str) -> list[Path]:
+    """The files a cold open of ``mode`` reads."""
+    store = Path(folder, "bench.duckdb")
+    if mode == "numpy":
+        return [Path(folder, "vectors.npy")]
+    if mode in ("stack", "rebuild"):
+        return [store]
+    if mode in ("vector", "hybrid"):
+        return [store, *sorted(Path(folder, "bench.duckdb.nbmemory-index").glob("*"))]
+    return []
+
+
+def read_through(paths: Sequence[Path]) -> None:
+    """Read the files to their end (into the page cache)."""
+    buffer = bytearray(16 * 2**20)
+    for path in paths:
+        with open(path, "rb", buffering=0) as handle:
+            while handle.readinto(buffer):
+                pass
+
+
+def drop_page_cache() -> None:
+    """Write dirty pages back, then drop the page cache (Linux, as root)."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        raise SystemExit(f"--drop-caches needs root on Linux ({exc})") from None
 
 
 def cold_open(mode: str, folder: str) -> dict:
@@ -178,10 +260,20 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("-k", type=int, default=5)
+    parser.add_argument(
+        "--cold-repeat", type=int, default=3, help="new processes per cold open (median)"
+    )
+    parser.add_argument(
+        "--drop-caches",
+        action="store_true",
+        help="also time cold opens after dropping the page cache (Linux, root)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one_size(args.one, args.queries, args.k)))
+        print(
+            json.dumps(one_size(args.one, args.queries, args.k, args.cold_repeat, args.drop_caches))
+        )
         return
     results = []
     for n in args.sizes:
@@ -195,6 +287,9 @@ def main() -> None:
                 str(args.queries),
                 "-k",
                 str(args.k),
+                "--cold-repeat",
+                str(args.cold_repeat),
+                *(["--drop-caches"] if args.drop_caches else []),
             ],
             capture_output=True,
             text=True,
@@ -233,17 +328,24 @@ def main() -> None:
         ],
     )
     print()
-    print("cold open: a new process opens the store and answers its first search")
-    print("(saved: the indexes saved beside the store are loaded; rebuilt: index_cache=False)")
+    print(
+        "cold open: a new process opens the store and answers its first search"
+        f" (median of {args.cold_repeat} processes; the files it reads in the page cache)"
+    )
+    print("(saved: the indexes saved beside the store are loaded; rebuilt: index_cache=False;")
+    print(" stack: numpy, pyarrow, duckdb and pandas imported and five rows read from the file")
+    print(" as a DataFrame, what any DataFrame answer costs; import: `import nbmemory` alone)")
     modes = ("numpy", "vector", "hybrid", "rebuild")
     print_table(
-        ["memories", "numpy floor s (np.load + search)", "vector s (saved)", "hybrid s (saved)"]
+        ["memories", "numpy floor s (np.load + search)", "stack s", "import s"]
+        + ["vector s (saved)", "hybrid s (saved)"]
         + ["hybrid s (rebuilt)", "vector / floor", "hybrid / floor"]
         + ["peak RSS MiB numpy / vector / hybrid / rebuilt"],
         [
             [
                 f"{r['n']:,}",
-                *(f"{r['cold'][m]['seconds']:.2f}" for m in modes),
+                *(f"{r['cold'][m]['seconds']:.2f}" for m in ("numpy", "stack", "import")),
+                *(f"{r['cold'][m]['seconds']:.2f}" for m in modes[1:]),
                 f"{r['cold']['vector']['seconds'] / r['cold']['numpy']['seconds']:.2f}x",
                 f"{r['cold']['hybrid']['seconds'] / r['cold']['numpy']['seconds']:.2f}x",
                 " / ".join(f"{r['cold'][m]['rss_mb']:.0f}" for m in modes),
@@ -252,6 +354,23 @@ def main() -> None:
         ],
     )
     print()
+    if args.drop_caches:
+        print("the same after dropping the page cache before each process (a first open")
+        print("after a reboot: every file read from disk)")
+        print_table(
+            ["memories", "numpy floor s", "vector s (saved)", "hybrid s (saved)"]
+            + ["vector / floor", "hybrid / floor"],
+            [
+                [
+                    f"{r['n']:,}",
+                    *(f"{r['dropped'][m]['seconds']:.2f}" for m in DROPPED_MODES),
+                    f"{r['dropped']['vector']['seconds'] / r['dropped']['numpy']['seconds']:.2f}x",
+                    f"{r['dropped']['hybrid']['seconds'] / r['dropped']['numpy']['seconds']:.2f}x",
+                ]
+                for r in results
+            ],
+        )
+        print()
     print("hybrid against vector relevance, called in turn (query vector given)")
     print_table(
         ["memories", "spec get_context p50/p95 ms", "hybrid get_context p50/p95 ms"]
