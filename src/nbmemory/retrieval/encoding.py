@@ -42,6 +42,12 @@ def pack_strings(name: str, strings: Sequence[str]) -> dict[str, np.ndarray]:
 
 def unpack_strings(arrays: dict[str, np.ndarray], name: str) -> list[str]:
     """The strings :func:`pack_strings` packed."""
+    strings: list[str] = unpack_string_array(arrays, name).to_pylist()
+    return strings
+
+
+def unpack_string_array(arrays: dict[str, np.ndarray], name: str) -> pa.LargeStringArray:
+    """The strings :func:`pack_strings` packed, as an Arrow array (no Python objects)."""
     offsets = np.ascontiguousarray(arrays[f"{name}.offsets"], dtype=np.int64)
     data = np.ascontiguousarray(arrays[f"{name}.data"], dtype=np.uint8)
     if offsets.size == 0 or offsets[0] != 0 or offsets[-1] != data.size:
@@ -52,4 +58,4 @@ def unpack_strings(arrays: dict[str, np.ndarray], name: str) -> list[str]:
         len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data)
     )
     strings.validate(full=True)
-    return strings.to_pylist()
+    return strings

@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..version import __version__
-from .encoding import pack_strings, unpack_strings
+from .encoding import pack_strings, unpack_string_array, unpack_strings
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class SavedKeywords:
 
 @dataclass
 class SavedVectors:
-    ids: list[str]
+    ids: pa.LargeStringArray
     namespaces: list[str]
     codes: np.ndarray
     matrix: np.ndarray  # capacity rows, the first len(ids) live
@@ -111,7 +112,7 @@ class IndexCache:
         try:
             header = json.loads(arrays["header"].tobytes())
             matrix = np.load(self.folder / header["matrix"], mmap_mode="c", allow_pickle=False)
-            ids = unpack_strings(arrays, "ids")
+            ids = unpack_string_array(arrays, "ids")
             namespaces = unpack_strings(arrays, "namespaces")
             codes = np.asarray(arrays["codes"], dtype=np.int32)
             hashes = arrays["row_hashes"]

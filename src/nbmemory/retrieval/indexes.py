@@ -140,7 +140,7 @@ class Indexes:
         if cache is not None and index.dim and not self.store.in_transaction:
             ids, hashes = self.store.vectors.hashes(index.model, index.dim)
             state = index.state()
-            if ids == state[0]:  # the table's order: what the next process compares
+            if ids.to_pylist() == state[0]:  # the table's order: what the next process compares
                 cache.save_vectors(index.model, *state, hashes)
 
     def _load_vectors(self, index: VectorIndex, cache: IndexCache) -> bool:
@@ -153,18 +153,19 @@ class Indexes:
         if (
             tail < 0
             or tail > n * MAX_TAIL
-            or ids[:n] != saved.ids
+            or not ids.slice(0, n).cast(pa.large_string()).equals(saved.ids)
             or not np.array_equal(hashes[:n], saved.hashes)
         ):
             return False
-        index.load(saved.ids, saved.namespaces, saved.codes, saved.matrix)
+        index.load(saved.ids.to_pylist(), saved.namespaces, saved.codes, saved.matrix)
         if tail:
-            rows = self.store.vectors.rows_of(index.model, ids[n:])
+            added = ids.slice(n).to_pylist()
+            rows = self.store.vectors.rows_of(index.model, added)
             order = {event_id: i for i, event_id in enumerate(rows.column(0).to_pylist())}
-            rows = rows.take([order[event_id] for event_id in ids[n:]])
+            rows = rows.take([order[event_id] for event_id in added])
             dim = saved.matrix.shape[1]
             block = rows.column(2).combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            index.upsert(ids[n:], rows.column(1).to_pylist(), block.reshape(-1, dim))
+            index.upsert(added, rows.column(1).to_pylist(), block.reshape(-1, dim))
         return True
 
     def _read_vectors(self, index: VectorIndex) -> None:

@@ -36,7 +36,9 @@ class VectorIndex:
         self._lock = threading.RLock()
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._ids: list[str | None] = []
-        self._pos: dict[str, int] = {}
+        #: id -> row, made from ``_ids`` when first needed (see :attr:`_pos`).
+        self._pos_of: dict[str, int] | None = {}
+        self._live = 0  # rows with an id
         self._alive = np.zeros(0, dtype=bool)
         self._ns_codes = np.zeros(0, dtype=np.int32)
         self._ns: dict[str, int] = {}
@@ -46,7 +48,19 @@ class VectorIndex:
         self.loads = 0
 
     def __len__(self) -> int:
-        return len(self._pos)
+        return self._live
+
+    @property
+    def _pos(self) -> dict[str, int]:
+        """Each live id's row.  Made on first use, not when the index is filled: at a
+        million rows the dictionary takes half a second to build, and a search that
+        names no ids (a new process's first) never needs it."""
+        with self._lock:
+            if self._pos_of is None:
+                self._pos_of = {
+                    event_id: i for i, event_id in enumerate(self._ids) if event_id is not None
+                }
+            return self._pos_of
 
     # -- building ---------------------------------------------------------------------
     def rebuild(
@@ -70,7 +84,7 @@ class VectorIndex:
             self.dim = matrix.shape[1] if matrix.size else self.dim
             self._matrix = matrix
             self._ids = list(ids)
-            self._pos = {event_id: i for i, event_id in enumerate(ids)}
+            self._pos_of, self._live = None, len(self._ids)
             self._alive = np.ones(len(self._ids), dtype=bool)
             codes, names = codes_of(namespaces)
             self._ns = {name: code for code, name in enumerate(names)}
@@ -89,7 +103,7 @@ class VectorIndex:
             self.dim = int(matrix.shape[1])
             self._matrix = matrix
             self._ids = list(ids)
-            self._pos = {event_id: i for i, event_id in enumerate(ids)}
+            self._pos_of, self._live = None, n
             self._alive = np.zeros(len(matrix), dtype=bool)
             self._alive[:n] = True
             self._ns = {name: code for code, name in enumerate(namespaces)}
@@ -103,7 +117,7 @@ class VectorIndex:
         """(ids, namespaces by code, each row's namespace code, matrix) of the live rows,
         in order, to save; compacts first."""
         with self._lock:
-            if len(self._pos) != self._size:
+            if self._live != self._size:
                 self.compact()
             n = self._size
             names = sorted(self._ns, key=self._ns.__getitem__)
@@ -122,8 +136,9 @@ class VectorIndex:
             self.stale = True  # cannot hold it: force a rebuild, which skips odd rows
             return
         fresh = []
+        positions = self._pos
         for row, (event_id, ns) in enumerate(zip(ids, namespaces, strict=True)):
-            pos = self._pos.get(event_id)
+            pos = positions.get(event_id)
             code = self._ns.setdefault(ns, len(self._ns))
             if pos is not None:
                 self._matrix[pos] = vectors[row]
@@ -140,17 +155,20 @@ class VectorIndex:
                 self._ns_codes[pos] = code
                 self._alive[pos] = True
                 self._ids.append(event_id)
-                self._pos[event_id] = pos
+                positions[event_id] = pos
             self._size += len(fresh)
+            self._live += len(fresh)
 
     def remove(self, ids: Iterable[str]) -> None:
         """Forget rows; compacts when half the rows are dead."""
+        positions = self._pos
         for event_id in ids:
-            pos = self._pos.pop(event_id, None)
+            pos = positions.pop(event_id, None)
             if pos is not None:
                 self._alive[pos] = False
                 self._ids[pos] = None
-        dead = self._size - len(self._pos)
+                self._live -= 1
+        dead = self._size - self._live
         if dead > 1024 and dead * 2 > self._size:
             self.compact()
 
@@ -161,7 +179,7 @@ class VectorIndex:
         self._ns_codes = self._ns_codes[keep].copy()
         self._alive = np.ones(len(keep), dtype=bool)
         self._ids = [self._ids[i] for i in keep]
-        self._pos = {event_id: i for i, event_id in enumerate(self._ids) if event_id is not None}
+        self._pos_of, self._live = None, len(keep)
         self._size = len(keep)
 
     def _grow(self, extra: int) -> None:
@@ -252,7 +270,7 @@ class VectorIndex:
 
     def _every_row(self, namespace: str | None, n: int) -> bool:
         """Whether every one of the first ``n`` rows is live and of the namespace."""
-        if len(self._pos) != n:
+        if self._live != n:
             return False
         return namespace is None or (len(self._ns) == 1 and namespace in self._ns)
 

@@ -64,7 +64,7 @@ class EventVectors(TableObject):
         rows = self.store.run("SELECT count(*) FROM event_vectors WHERE model = ?", [model])
         return int(rows[0][0])
 
-    def hashes(self, model: str, dim: int) -> tuple[list[str], np.ndarray]:
+    def hashes(self, model: str, dim: int) -> tuple[pa.Array, np.ndarray]:
         """(ids, hashes) of the ``dim``-long vectors of ``model`` in the order
         :meth:`batches` reads them.  A hash covers the id, the namespace and the
         vector's projection on a fixed random direction, so a saved vector index is
@@ -80,9 +80,10 @@ class EventVectors(TableObject):
             )
         )
         if not batches:
-            return [], np.zeros(0, dtype=np.uint64)
+            return pa.array([], pa.string()), np.zeros(0, dtype=np.uint64)
         table = pa.Table.from_batches(batches)
-        return table.column(0).to_pylist(), table.column(1).to_numpy().astype(np.uint64)
+        ids = table.column(0).combine_chunks()  # compared whole, never as Python strings
+        return ids, table.column(1).to_numpy().astype(np.uint64)
 
     def rows_of(self, model: str, ids: Sequence[str]) -> pa.Table:
         """(id, namespace, embedding) of ``model``'s vectors of these events."""
