@@ -182,7 +182,7 @@ print(json.dumps({"seconds": seconds, "rss_mb": peak / 1024}))
 
 
 COLD_MODES = ("numpy", "stack", "import", "vector", "hybrid", "rebuild")
-DROPPED_MODES = ("numpy", "vector", "hybrid")
+DROPPED_MODES = ("numpy", "stack", "vector", "hybrid")
 
 
 def cold_opens(folder: str, repeat: int, modes: Sequence[str], drop: bool) -> dict[str, dict]:
@@ -261,7 +261,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("-k", type=int, default=5)
     parser.add_argument(
-        "--cold-repeat", type=int, default=3, help="new processes per cold open (median)"
+        "--cold-repeat", type=int, default=5, help="new processes per cold open (median)"
     )
     parser.add_argument(
         "--drop-caches",
@@ -358,7 +358,7 @@ def main() -> None:
         print("the same after dropping the page cache before each process (a first open")
         print("after a reboot: every file read from disk)")
         print_table(
-            ["memories", "numpy floor s", "vector s (saved)", "hybrid s (saved)"]
+            ["memories", "numpy floor s", "stack s", "vector s (saved)", "hybrid s (saved)"]
             + ["vector / floor", "hybrid / floor"],
             [
                 [
