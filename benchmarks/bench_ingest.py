@@ -13,7 +13,9 @@ Rounds alternate between the three to spread the machine's noise.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -49,6 +51,7 @@ def main() -> None:
     embedder = FastEmbedEmbedder()
     embedder.embed(["warm up"])
     folder = tempfile.mkdtemp(prefix="nbmemory-ingest-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     raw, bulk, stream, waits = [], [], [], []
     for r in range(args.rounds):
         start = time.perf_counter()

@@ -12,8 +12,10 @@ runs the same with a plain file lock (what shared mode used before), to compare.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,6 +83,7 @@ def main() -> None:
     parser.add_argument("--lock", choices=("fair", "plain"), default="fair")
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="nbmemory-shared-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = os.path.join(folder, "shared.duckdb")
     Memory(path, embedder="hash", shared=True).close()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYTHONUNBUFFERED="1")

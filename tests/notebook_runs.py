@@ -17,11 +17,13 @@ is a difference.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
 import html
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -144,6 +146,7 @@ def execute(nb: nbformat.NotebookNode, workdir: Path, ipython_dir: Path) -> nbfo
 @functools.cache
 def _executed(name: str) -> tuple[nbformat.NotebookNode, Path]:
     root = Path(tempfile.mkdtemp(prefix=f"nbmemory-test-{Path(name).stem}-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     workdir = root / "cwd"
     workdir.mkdir()
     nb = clear_outputs(nbformat.read(NOTEBOOKS / name, as_version=4))
