@@ -431,6 +431,26 @@ def test_a_cut_at_a_block_boundary_into_the_rows_is_refused(store_path) -> None:
         Memory(store_path, embedder="hash")
 
 
+def test_a_file_its_last_checkpoint_shrank_is_not_taken_for_a_cut_one(store_path) -> None:
+    """DuckDB writes the block count into the header, then may give the free blocks at
+    the end back to the file system: the header then counts more blocks than the file
+    holds, and the file is whole."""
+    with Memory(store_path, embedder="hash", background_consolidation=False) as mem:
+        mem.add_events([{"session_id": "s", "role": "user", "content": "kept"}])
+    con = duckdb.connect(store_path)  # another program, using the file for a while
+    con.execute("CREATE TABLE scratch AS SELECT range AS i, random() AS r FROM range(3000000)")
+    con.execute("CHECKPOINT")
+    con.execute("DROP TABLE scratch")
+    con.execute("CHECKPOINT")
+    con.close()
+    con = duckdb.connect(store_path, read_only=True)
+    counted = con.execute("PRAGMA database_size").fetchall()[0][3]
+    con.close()
+    assert Path(store_path).stat().st_size < 3 * 4096 + counted * 262144  # the case at hand
+    with Memory(store_path, embedder="hash", background_consolidation=False) as mem:
+        assert mem.search("kept", limit=1)["content"].tolist() == ["kept"]
+
+
 def test_a_corrupt_header_is_refused_as_damaged(store_path) -> None:
     data = bytearray(_stored(store_path))
     data[100:200] = b"\0" * 100
