@@ -241,7 +241,9 @@ class VectorIndex:
             if score_range is not None and scores.size:
                 score_range[:] = [float(scores.min()), float(scores.max())]
             keep = None
-            excluded = [self._pos[i] for i in exclude_ids if i in self._pos]
+            left_out = list(exclude_ids)
+            at = self._pos if left_out else {}  # the id map only when ids are named
+            excluded = [at[i] for i in left_out if i in at]
             if excluded:
                 keep = np.ones(scores.size, dtype=bool)
                 if positions is None:  # scores are by position
@@ -315,7 +317,8 @@ class VectorIndex:
             norm = unit_norm(q)
             if norm == 0 or (self.dim is not None and q.shape[0] != self.dim):
                 return {}
-            found = [(i, self._pos[i]) for i in ids if i in self._pos]
+            positions = self._pos
+            found = [(i, positions[i]) for i in ids if i in positions]
             if not found:
                 return {}
             rows = self._matrix[[pos for _, pos in found]] @ (q.astype(np.float64) / norm).astype(
