@@ -105,22 +105,23 @@ def duckdb_transactions_floor(
     ids = [str(uuid.uuid4()) for _ in texts]
     start = time.perf_counter()
     for i in range(0, len(texts), batch):
+        chunk = ids[i : i + batch]
         rows = pa.table(
             {
-                "id": ids[i : i + batch],
-                "session_id": [f"s{j % 100}" for j in range(i, min(i + batch, len(texts)))],
+                "id": chunk,
+                "session_id": [f"s{j % 100}" for j in range(i, i + len(chunk))],
                 "content": texts[i : i + batch],
-                "created_at": pa.array([time.time_ns() // 1000] * len(ids[i : i + batch])).cast(
+                "created_at": pa.array([time.time_ns() // 1000] * len(chunk)).cast(
                     pa.timestamp("us")
                 ),
-                "importance": [0.5] * len(ids[i : i + batch]),
+                "importance": [0.5] * len(chunk),
             }
         )
         block = vectors[i : i + batch]
         vector_rows = pa.table(
             {
-                "id": ids[i : i + batch],
-                "model": ["m"] * len(block),
+                "id": chunk,
+                "model": ["m"] * len(chunk),
                 "embedding": pa.FixedSizeListArray.from_arrays(
                     pa.array(block.reshape(-1)), 384
                 ).cast(pa.list_(pa.float32())),
