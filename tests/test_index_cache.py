@@ -5,6 +5,7 @@ table no longer matches (another process, a foreign write, a deletion)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -125,7 +126,10 @@ def _foreign(path: str, sql: str) -> None:
     subprocess.run([sys.executable, "-c", code, path, sql], check=True)
 
 
-def test_a_text_changed_by_another_program_is_never_answered_from_the_copy(saved):
+@pytest.mark.parametrize("prepared", ["saved", "checked"])
+def test_a_text_changed_by_another_program_is_never_answered_from_the_copy(prepared, request):
+    """Whether the copies were just saved or an open since recorded them checked."""
+    saved = request.getfixturevalue(prepared)
     with open_mem(saved) as mem:
         target = mem.search("greyhound", mode="keyword", limit=1)["id"].iloc[0]
     _foreign(saved, f"UPDATE events SET content = 'a poodle now' WHERE id = '{target}'")
@@ -167,6 +171,7 @@ def test_deleting_through_the_api_removes_the_copies_at_once(saved):
         mem.delete(target)
         # the forgotten text's terms and vector are not left on disk in a copy
         assert not list(folder.glob("*.np[yz]"))
+        assert not (folder / "checked.json").exists()
     with open_mem(saved) as mem:
         assert target not in mem.search("sister", mode="hybrid", limit=500)["id"].tolist()
         assert counts(mem)["keyword rebuilds"] == 1
@@ -306,3 +311,122 @@ def test_a_copy_of_an_older_format_is_rebuilt_and_replaced(saved):
         assert counts(mem)["keyword loads"] == 0 and counts(mem)["keyword rebuilds"] == 1
     with np.load(path) as rewritten:
         assert json.loads(rewritten["header"].tobytes())["format"] == FORMAT
+
+
+# -- the record of a check ----------------------------------------------------------------
+def _no_hashing(monkeypatch) -> None:
+    """Make hashing the table's rows fail: an open that still needs it shows at once."""
+    from nbmemory.store.events import EventsTable
+    from nbmemory.store.vectors import EventVectors
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the rows were hashed")
+
+    monkeypatch.setattr(EventVectors, "hashes", refuse)
+    monkeypatch.setattr(EventsTable, "text_hashes", refuse)
+
+
+@pytest.fixture
+def checked(saved: str, monkeypatch) -> str:
+    """A saved store opened once more: that open hashed the rows, found the copies
+    matching and recorded it.  File times here are fresh, so the settling margin is
+    lifted (its own test sets the record's time by hand)."""
+    from nbmemory.retrieval import index_cache
+
+    monkeypatch.setattr(index_cache, "SETTLE_NS", 0)
+    with open_mem(saved) as mem:
+        answers(mem)
+    assert (Path(saved + SUFFIX) / "checked.json").is_file()
+    return saved
+
+
+def test_an_unchanged_store_loads_its_copies_without_hashing_its_rows(checked, monkeypatch):
+    with open_mem(checked, index_cache=False) as mem:
+        expected = answers(mem)
+    _no_hashing(monkeypatch)
+    with open_mem(checked) as mem:
+        assert answers(mem) == expected
+        assert counts(mem) == {
+            "keyword loads": 1,
+            "keyword rebuilds": 0,
+            "vector loads": 1,
+            "vector rebuilds": 0,
+        }
+
+
+def test_a_vector_changed_in_place_after_a_recorded_check_is_never_answered_from_the_copy(
+    checked,
+):
+    with open_mem(checked) as mem:
+        target = mem.search("budget", mode="vector", limit=1)["id"].iloc[0]
+        query = mem.embedder.embed(["a question nobody stored"])[0]
+    vector = ", ".join(repr(float(x)) for x in query)
+    _foreign(checked, f"UPDATE event_vectors SET embedding = [{vector}] WHERE id = '{target}'")
+    # even a record that looks made after the write: the file's state is not the one checked
+    later = os.stat(checked).st_ctime_ns + 10**9
+    os.utime(Path(checked + SUFFIX) / "checked.json", ns=(later, later))
+    with open_mem(checked) as mem:
+        assert mem.retriever.vector_search(query, "default", limit=1)["id"].iloc[0] == target
+        assert counts(mem)["vector loads"] == 0 and counts(mem)["vector rebuilds"] == 1
+
+
+def test_a_write_cut_short_by_a_kill_is_never_answered_from_the_copy(checked):
+    """Another program commits a vector and is killed before it checkpoints: the
+    change is only in the write-ahead log, so the file alone is not the store."""
+    from child_process import expect, spawn
+
+    with open_mem(checked) as mem:
+        target = mem.search("budget", mode="vector", limit=1)["id"].iloc[0]
+        query = mem.embedder.embed(["a question nobody stored"])[0]
+    vector = ", ".join(repr(float(x)) for x in query)
+    child = spawn(
+        """
+        import sys, duckdb
+        con = duckdb.connect(sys.argv[1])
+        con.execute(sys.argv[2])
+        print("committed", flush=True)
+        sys.stdin.read()
+        """,
+        checked,
+        f"UPDATE event_vectors SET embedding = [{vector}] WHERE id = '{target}'",
+    )
+    expect(child, "committed")
+    child.kill()
+    child.wait()
+    assert IndexCache(checked).store_state() is None  # the log is there
+    with open_mem(checked) as mem:
+        assert mem.retriever.vector_search(query, "default", limit=1)["id"].iloc[0] == target
+        assert counts(mem)["vector loads"] == 0
+
+
+def test_a_check_recorded_within_the_margin_of_a_change_is_done_again(saved, monkeypatch):
+    """File times are coarse: a write in the same tick as the record would not show, so
+    a record less than SETTLE_NS after the file's last change is not trusted."""
+    from nbmemory.retrieval.index_cache import SETTLE_NS
+
+    with open_mem(saved) as mem:
+        answers(mem)
+    record = Path(saved + SUFFIX) / "checked.json"
+    changed = max(os.stat(p).st_ctime_ns for p in Path(saved + SUFFIX).glob("*.np[yz]"))
+    changed = max(changed, os.stat(saved).st_ctime_ns)
+    os.utime(record, ns=(changed + SETTLE_NS - 1, changed + SETTLE_NS - 1))
+    with open_mem(saved) as mem:
+        counts(mem)
+        hashed = mem.store.statements_run
+    _no_hashing(monkeypatch)
+    os.utime(record, ns=(changed + SETTLE_NS, changed + SETTLE_NS))
+    with open_mem(saved) as mem:
+        assert counts(mem)["vector loads"] == 1 and counts(mem)["keyword loads"] == 1
+        assert mem.store.statements_run < hashed
+
+
+def test_a_read_only_open_records_no_check_and_a_foreign_record_is_left_alone(saved):
+    record = Path(saved + SUFFIX) / "checked.json"
+    with open_mem(saved, read_only=True) as mem:
+        answers(mem)
+    assert not record.exists()
+    record.write_text('{"store": "someone else\'s"}')
+    with open_mem(saved) as mem:
+        answers(mem)
+        assert counts(mem)["vector loads"] == 1
+    assert record.read_text() == '{"store": "someone else\'s"}'

@@ -18,6 +18,18 @@ and the copy is ignored, the index is built from the table and saved again.  A
 copy that cannot be read, is of another format, or belongs to another program
 is never used and never overwritten.
 
+Hashing every row still means reading every vector (at a million, half a second
+of the time a new process takes to its first answer).  So when that check
+passes with nothing added since, it is written down (``checked.json``): the
+store file's identity and state then (device, inode, size, modification and
+change times, no write-ahead log) and those of the saved copies.  A process that
+finds the store file and the copies exactly in that state uses the copies without
+hashing: any write to the file, by any program, changes its change time (which
+no program can set back), and a pending one leaves a write-ahead log.  As git
+does with its index, a record made within :data:`SETTLE_NS` of the file's last
+change is not trusted (a write in the same tick of a coarse clock would not show),
+and the check is simply done again.
+
 Deleting or changing text removes the saved copies at once (they hold the terms
 and vectors of what was forgotten); they are written again at the next full
 build.  Stores in memory and DuckLake stores keep no copies.
@@ -32,7 +44,7 @@ import logging
 import os
 import uuid
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +67,30 @@ HEADROOM = 1 / 16
 #: When more rows than this share of the saved ones were added since, the index is
 #: built from the table (in bulk) and saved again, instead of adding them one by one.
 MAX_TAIL = 0.1
+#: A record of a check is trusted only when made this long after the last change of
+#: the files it names (file times are coarse on some file systems: FAT keeps 2 s).
+SETTLE_NS = 2_000_000_000
+#: The record of the last check that found the saved copies matching the store.
+CHECKED = "checked.json"
+
+#: (device, inode, size, modification ns, change ns) of a file.
+FileState = tuple[int, int, int, int, int]
+
+
+def file_state(path: Path | str) -> FileState | None:
+    """The identity and state of a file, or None when it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass
 class SavedKeywords:
     arrays: dict[str, np.ndarray]
     hashes: np.ndarray
+    files: dict[str, FileState | None] = field(default_factory=dict)  # as before reading
 
 
 @dataclass
@@ -70,28 +100,33 @@ class SavedVectors:
     codes: np.ndarray
     matrix: np.ndarray  # capacity rows, the first len(ids) live
     hashes: np.ndarray
+    files: dict[str, FileState | None] = field(default_factory=dict)  # as before reading
 
 
 class IndexCache:
     """The saved indexes of one store file."""
 
     def __init__(self, store_path: str, *, min_rows: int = 20_000, read_only: bool = False) -> None:
+        self.store_path = store_path
         self.folder = Path(store_path + SUFFIX)
         #: Indexes of fewer rows are not saved: they build in well under a second.
         self.min_rows = min_rows
         #: A store opened read-only reads saved indexes but writes none.
         self.read_only = read_only
         self.saves = 0
+        #: Saved copies used on the record of an earlier check, without hashing the rows.
+        self.trusted = 0
 
     # -- keywords ----------------------------------------------------------------------
     def load_keywords(self) -> SavedKeywords | None:
         """The saved keyword index, or None (none, unreadable, another format)."""
         path = self.folder / "keywords.npz"
+        files = {path.name: file_state(path)}
         arrays = self._read(path, "keywords")
         if arrays is None:
             return None
         hashes = arrays.pop("row_hashes")
-        return SavedKeywords(arrays, hashes)
+        return SavedKeywords(arrays, hashes, files)
 
     def save_keywords(self, arrays: dict[str, np.ndarray], hashes: np.ndarray) -> None:
         """Save the keyword index (``arrays``) for rows with these hashes, in its order."""
@@ -106,11 +141,13 @@ class IndexCache:
     def load_vectors(self, model: str) -> SavedVectors | None:
         """The saved vector index of ``model``, its matrix mapped, or None."""
         name = _model_file(model)
+        files = {f"{name}.npz": file_state(self.folder / f"{name}.npz")}
         arrays = self._read(self.folder / f"{name}.npz", "vectors", model=model)
         if arrays is None:
             return None
         try:
             header = json.loads(arrays["header"].tobytes())
+            files[header["matrix"]] = file_state(self.folder / header["matrix"])
             matrix = np.load(self.folder / header["matrix"], mmap_mode="c", allow_pickle=False)
             ids = unpack_string_array(arrays, "ids")
             namespaces = unpack_strings(arrays, "namespaces")
@@ -128,7 +165,7 @@ class IndexCache:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.info("not using the saved vector index of %s: %s", model, exc)
             return None
-        return SavedVectors(ids, namespaces, codes, matrix, hashes)
+        return SavedVectors(ids, namespaces, codes, matrix, hashes, files)
 
     def save_vectors(
         self,
@@ -183,6 +220,76 @@ class IndexCache:
             with contextlib.suppress(OSError):
                 path.unlink()
 
+    # -- checks --------------------------------------------------------------------------
+    def store_state(self) -> FileState | None:
+        """The store file's state, or None while a write-ahead log holds changes not in
+        it (a write in progress, or a crash: the file alone is not the store then)."""
+        if os.path.exists(self.store_path + ".wal"):
+            return None
+        return file_state(self.store_path)
+
+    def checked(self, state: FileState | None, files: dict[str, FileState | None]) -> bool:
+        """Whether the last recorded check found these saved files matching the store
+        in exactly this ``state``, recorded long enough after either last changed."""
+        if state is None or None in files.values():
+            return False
+        path = self.folder / CHECKED
+        recorded = file_state(path)
+        record = self._read_record(path)
+        if record is None or recorded is None or record.get("store") != list(state):
+            return False
+        written = recorded[3]
+        changes = [state[3], state[4]]
+        for name, current in files.items():
+            if record.get("files", {}).get(name) != list(current or ()):
+                return False
+            changes += [current[3], current[4]] if current else []
+        if all(written - change >= SETTLE_NS for change in changes):
+            self.trusted += 1
+            return True
+        return False
+
+    def mark_checked(self, state: FileState | None, files: dict[str, FileState | None]) -> None:
+        """Record that the saved ``files`` were just found matching the store in
+        ``state`` (taken before the check read anything)."""
+        if state is None or None in files.values() or not self._writable_record():
+            return
+        path = self.folder / CHECKED
+        record = self._read_record(path)
+        if record is None or record.get("store") != list(state):
+            record = {"magic": _MAGIC, "format": FORMAT, "kind": "checked", "store": list(state)}
+        names = record.setdefault("files", {})
+        names.update({name: list(current or ()) for name, current in files.items()})
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+        try:
+            temporary.write_text(json.dumps(record))
+            os.replace(temporary, path)
+        except OSError as exc:
+            log.info("could not record the check of the saved indexes: %s", exc)
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+
+    def _read_record(self, path: Path) -> dict[str, Any] | None:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if (
+            not isinstance(record, dict)
+            or record.get("magic") != _MAGIC
+            or record.get("format") != FORMAT
+            or record.get("kind") != "checked"
+        ):
+            return None
+        return record
+
+    def _writable_record(self) -> bool:
+        """Whether the record may be written: absent, or one of ours of our format."""
+        path = self.folder / CHECKED
+        if self.read_only or not self.folder.is_dir():
+            return False
+        return not path.exists() or self._read_record(path) is not None
+
     # -- forgetting --------------------------------------------------------------------
     def discard(self) -> None:
         """Delete every saved index (text was deleted or changed: they may hold it)."""
@@ -192,6 +299,9 @@ class IndexCache:
             if path.name.endswith((".npz", ".npy")) and self._ours(path):
                 with contextlib.suppress(OSError):
                     path.unlink()
+        if self._read_record(self.folder / CHECKED) is not None:
+            with contextlib.suppress(OSError):
+                (self.folder / CHECKED).unlink()
 
     # -- files -------------------------------------------------------------------------
     def _header(self, kind: str, **extra: Any) -> np.ndarray:

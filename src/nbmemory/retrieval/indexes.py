@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ..errors import LargeStoreWarning
 from ..store import Change, Store
-from .index_cache import MAX_TAIL, IndexCache
+from .index_cache import MAX_TAIL, FileState, IndexCache
 from .keyword_index import KeywordIndex
 from .vector_index import VectorIndex, normalise_in_place
 
@@ -113,22 +113,35 @@ class Indexes:
             cache.save_keywords(index.to_arrays(), table.column("h").to_numpy())
 
     def _load_keywords(self, index: KeywordIndex, cache: IndexCache) -> bool:
+        state = self._store_state(cache)  # before anything is read
         saved = cache.load_keywords()
         if saved is None:
             return False
-        seqs, hashes = self.store.events.text_hashes()
-        n = len(saved.hashes)
-        tail = len(hashes) - n
-        if tail < 0 or tail > n * MAX_TAIL or not np.array_equal(hashes[:n], saved.hashes):
-            return False
+        if cache.checked(state, saved.files):
+            seqs, tail = None, 0  # the file is as it was when the copy last matched
+        else:
+            seqs, hashes = self.store.events.text_hashes()
+            n = len(saved.hashes)
+            tail = len(hashes) - n
+            if tail < 0 or tail > n * MAX_TAIL or not np.array_equal(hashes[:n], saved.hashes):
+                return False
         try:
             index.load_arrays(saved.arrays)
         except (ValueError, KeyError, IndexError) as exc:
             log.info("not using the saved keyword index: %s", exc)
             return False
+        if seqs is None:
+            return True
         if tail:
-            index.add(self.store.events.text_rows_of(seqs[n:].tolist()))
+            index.add(self.store.events.text_rows_of(seqs[len(saved.hashes) :].tolist()))
+        else:
+            cache.mark_checked(state, saved.files)
         return True
+
+    def _store_state(self, cache: IndexCache) -> FileState | None:
+        """The store file's state, as a check of the saved copies may rely on: None inside
+        a transaction (its rows are not in the file, and may yet be rolled back)."""
+        return None if self.store.in_transaction else cache.store_state()
 
     def _build_vectors(self, index: VectorIndex) -> None:
         """Fill the index from its saved copy when that still matches the table, else
@@ -144,9 +157,13 @@ class Indexes:
                 cache.save_vectors(index.model, *state, hashes)
 
     def _load_vectors(self, index: VectorIndex, cache: IndexCache) -> bool:
+        state = self._store_state(cache)  # before anything is read
         saved = cache.load_vectors(index.model)
         if saved is None:
             return False
+        if cache.checked(state, saved.files):  # the file is as it was when the copy matched
+            index.load(saved.ids.to_pylist(), saved.namespaces, saved.codes, saved.matrix)
+            return True
         ids, hashes = self.store.vectors.hashes(index.model, saved.matrix.shape[1])
         n = len(saved.ids)
         tail = len(hashes) - n
@@ -158,6 +175,8 @@ class Indexes:
         ):
             return False
         index.load(saved.ids.to_pylist(), saved.namespaces, saved.codes, saved.matrix)
+        if not tail:
+            cache.mark_checked(state, saved.files)
         if tail:
             added = ids.slice(n).to_pylist()
             rows = self.store.vectors.rows_of(index.model, added)
