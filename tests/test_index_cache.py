@@ -92,6 +92,9 @@ def test_a_new_memory_loads_the_saved_indexes_and_answers_as_a_rebuilt_one(saved
     folder = Path(saved + SUFFIX)
     assert (folder / "keywords.npz").is_file() and len(list(folder.glob("vectors-*.npy"))) == 1
     with open_mem(saved) as mem:
+        mem.search("lake", mode="vector")
+        # the loaded index finds ids by the order saved with it: no dictionary of them
+        assert mem.indexes.vectors(mem.model_name)._pos._dict is None
         cached = answers(mem)
         assert counts(mem) == {
             "keyword loads": 1,

@@ -10,6 +10,7 @@ from fakes import RandomEmbedder
 
 from nbmemory import Memory
 from nbmemory.events import build_row
+from nbmemory.retrieval.encoding import sort_order
 from nbmemory.retrieval.vector_index import VectorIndex
 
 DIM = 32
@@ -239,8 +240,9 @@ def test_churn_compacts_the_index_and_keeps_answers_exact():
 
 
 def test_a_loaded_index_finds_its_ids_whichever_operation_comes_first():
-    """A loaded index makes its id map on first need: each kind of operation, coming
-    first after a load, must see every loaded id where a rebuilt index does."""
+    """A loaded index finds ids by its saved order, or makes its id map on first need:
+    each kind of operation, coming first after a load, must see every loaded id where
+    a rebuilt index does."""
     rng = np.random.default_rng(5)
     ids = [f"e{i}" for i in range(300)]
     matrix = rng.standard_normal((300, DIM)).astype(np.float32)
@@ -250,9 +252,9 @@ def test_a_loaded_index_finds_its_ids_whichever_operation_comes_first():
     q = rng.standard_normal(DIM).astype(np.float32)
     new = rng.standard_normal((2, DIM)).astype(np.float32)
 
-    def loaded() -> VectorIndex:
+    def loaded(order: np.ndarray | None) -> VectorIndex:
         index = VectorIndex("m")
-        index.load(list(ids), ["n"], np.zeros(300, dtype=np.int32), spare.copy())
+        index.load(list(ids), ["n"], np.zeros(300, dtype=np.int32), spare.copy(), order)
         return index
 
     def rebuilt() -> VectorIndex:
@@ -273,8 +275,9 @@ def test_a_loaded_index_finds_its_ids_whichever_operation_comes_first():
         ),
     }
     for name, operation in operations.items():
-        got, expected = operation(loaded()), operation(rebuilt())
-        assert _rounded(got) == _rounded(expected), name
+        expected = operation(rebuilt())
+        for order in (None, sort_order(ids)):  # a saved copy with or without its id order
+            assert _rounded(operation(loaded(order))) == _rounded(expected), name
 
 
 def _rounded(value: object) -> object:

@@ -40,6 +40,23 @@ def pack_strings(name: str, strings: Sequence[str]) -> dict[str, np.ndarray]:
     return {f"{name}.offsets": offsets, f"{name}.data": data}
 
 
+def sort_order(strings: Sequence[str]) -> np.ndarray:
+    """The positions of ``strings`` in ascending order, as Python compares them (UTF-8
+    byte order, which Arrow sorts by, is code point order)."""
+    packed = pa.array(strings, type=pa.large_string())
+    return pc.sort_indices(packed).to_numpy().astype(np.int64)
+
+
+def permutation(values: np.ndarray | None, n: int) -> np.ndarray | None:
+    """``values`` when they hold each of ``0 .. n-1`` once, else None (not saved, or
+    not a sort order of ``n`` rows)."""
+    if values is None or values.ndim != 1 or len(values) != n or values.dtype.kind not in "iu":
+        return None
+    if n and (values.min() < 0 or values.max() >= n or np.bincount(values, minlength=n).max() > 1):
+        return None
+    return np.asarray(values, dtype=np.int64)
+
+
 def unpack_strings(arrays: dict[str, np.ndarray], name: str) -> list[str]:
     """The strings :func:`pack_strings` packed."""
     strings: list[str] = unpack_string_array(arrays, name).to_pylist()

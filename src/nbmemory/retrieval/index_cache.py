@@ -52,7 +52,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..version import __version__
-from .encoding import pack_strings, unpack_string_array, unpack_strings
+from .encoding import pack_strings, permutation, sort_order, unpack_string_array, unpack_strings
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,7 @@ class SavedVectors:
     matrix: np.ndarray  # capacity rows, the first len(ids) live
     hashes: np.ndarray
     files: dict[str, FileState | None] = field(default_factory=dict)  # as before reading
+    order: np.ndarray | None = None  # the rows of the ids in ascending id order
 
 
 class IndexCache:
@@ -165,7 +166,8 @@ class IndexCache:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.info("not using the saved vector index of %s: %s", model, exc)
             return None
-        return SavedVectors(ids, namespaces, codes, matrix, hashes, files)
+        order = permutation(arrays.get("id_order"), len(ids))
+        return SavedVectors(ids, namespaces, codes, matrix, hashes, files, order)
 
     def save_vectors(
         self,
@@ -208,6 +210,7 @@ class IndexCache:
             **pack_strings("ids", ids),
             **pack_strings("namespaces", namespaces),
             "codes": np.asarray(codes, dtype=np.int32),
+            "id_order": sort_order(ids),
             "row_hashes": hashes,
             "header": header,
         }

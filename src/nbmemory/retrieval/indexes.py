@@ -161,30 +161,38 @@ class Indexes:
         saved = cache.load_vectors(index.model)
         if saved is None:
             return False
-        if cache.checked(state, saved.files):  # the file is as it was when the copy matched
-            index.load(saved.ids.to_pylist(), saved.namespaces, saved.codes, saved.matrix)
+        ids = None  # the table's, when it had to be hashed
+        if not cache.checked(state, saved.files):  # else: as it was when the copy matched
+            ids, hashes = self.store.vectors.hashes(index.model, saved.matrix.shape[1])
+            n = len(saved.ids)
+            tail = len(hashes) - n
+            if (
+                tail < 0
+                or tail > n * MAX_TAIL
+                or not ids.slice(0, n).cast(pa.large_string()).equals(saved.ids)
+                or not np.array_equal(hashes[:n], saved.hashes)
+            ):
+                return False
+        index.load(
+            saved.ids.to_pylist(),
+            saved.namespaces,
+            saved.codes,
+            saved.matrix,
+            saved.order,
+            saved.ids,
+        )
+        if ids is None:
             return True
-        ids, hashes = self.store.vectors.hashes(index.model, saved.matrix.shape[1])
-        n = len(saved.ids)
-        tail = len(hashes) - n
-        if (
-            tail < 0
-            or tail > n * MAX_TAIL
-            or not ids.slice(0, n).cast(pa.large_string()).equals(saved.ids)
-            or not np.array_equal(hashes[:n], saved.hashes)
-        ):
-            return False
-        index.load(saved.ids.to_pylist(), saved.namespaces, saved.codes, saved.matrix)
         if not tail:
             cache.mark_checked(state, saved.files)
-        if tail:
-            added = ids.slice(n).to_pylist()
-            rows = self.store.vectors.rows_of(index.model, added)
-            order = {event_id: i for i, event_id in enumerate(rows.column(0).to_pylist())}
-            rows = rows.take([order[event_id] for event_id in added])
-            dim = saved.matrix.shape[1]
-            block = rows.column(2).combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            index.upsert(added, rows.column(1).to_pylist(), block.reshape(-1, dim))
+            return True
+        added = ids.slice(n).to_pylist()
+        rows = self.store.vectors.rows_of(index.model, added)
+        order = {event_id: i for i, event_id in enumerate(rows.column(0).to_pylist())}
+        rows = rows.take([order[event_id] for event_id in added])
+        dim = saved.matrix.shape[1]
+        block = rows.column(2).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        index.upsert(added, rows.column(1).to_pylist(), block.reshape(-1, dim))
         return True
 
     def _read_vectors(self, index: VectorIndex) -> None:

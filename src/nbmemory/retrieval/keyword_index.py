@@ -37,7 +37,15 @@ import pyarrow as pa
 from py_rust_stemmers import SnowballStemmer
 
 from .dates import periods_of
-from .encoding import codes_of, pack_strings, unpack_strings
+from .encoding import (
+    codes_of,
+    pack_strings,
+    permutation,
+    sort_order,
+    unpack_string_array,
+    unpack_strings,
+)
+from .id_rows import IdRows
 from .vector_index import positions_mask
 
 K1 = 1.2
@@ -324,7 +332,8 @@ class KeywordIndex:
 
     def _reset(self) -> None:
         self._ids: list[str | None] = []
-        self._pos: dict[str, int] = {}
+        #: id -> row (see :mod:`.id_rows`: no dictionary of every id until one is needed)
+        self._pos = IdRows.of(self._ids)
         self._size = 0
         self._allocate(1024)
         self._ns: dict[str, int] = {}
@@ -518,7 +527,7 @@ class KeywordIndex:
         self._offsets = np.zeros(len(self._vocab) + 1, dtype=np.int64)
         np.cumsum(np.bincount(terms, minlength=len(self._vocab)), out=self._offsets[1:])
         self._ids = list(ids)
-        self._pos = {event_id: i for i, event_id in enumerate(ids)}
+        self._pos = IdRows.of(self._ids)
         self._size = n
         self._ns_codes[:n] = ns_codes
         self._lengths[:n] = lengths
@@ -693,7 +702,7 @@ class KeywordIndex:
             setattr(self, name, new)
         # new objects, not changed in place: scores computed before still read theirs
         self._ids = [self._ids[i] for i in live.tolist()]
-        self._pos = {event_id: i for i, event_id in enumerate(self._ids)}  # type: ignore[misc]
+        self._pos = IdRows.of(self._ids)
         self._size = live.size
         self._postings = {}
         self._new_postings = 0
@@ -740,6 +749,7 @@ class KeywordIndex:
                 session_ns=np.array([k[0] for k in self._session_keys], dtype=np.int32),
             )
             names = sorted(self._ns, key=self._ns.__getitem__)
+            arrays["id_order"] = sort_order(self._ids)  # type: ignore[arg-type]
             for name, strings in (
                 ("ids", self._ids),
                 ("vocab", self._vocab),
@@ -752,7 +762,8 @@ class KeywordIndex:
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         """Replace the content with what :meth:`to_arrays` gave (checked for shape)."""
-        ids = unpack_strings(arrays, "ids")
+        saved_ids = unpack_string_array(arrays, "ids")
+        ids = saved_ids.to_pylist()
         vocab = unpack_strings(arrays, "vocab")
         n = len(ids)
         offsets = arrays["offsets"]
@@ -789,8 +800,8 @@ class KeywordIndex:
                 if name != "_alive":
                     getattr(self, name)[:n] = arrays[name.strip("_")]
             self._alive[:n] = True
-            self._ids = ids  # type: ignore[assignment]
-            self._pos = {event_id: i for i, event_id in enumerate(ids)}
+            self._ids = ids
+            self._pos = IdRows(self._ids, permutation(arrays.get("id_order"), n), saved_ids)
             self._size = n
             self._vocab = vocab
             self._term_ids = {t: i for i, t in enumerate(vocab)}

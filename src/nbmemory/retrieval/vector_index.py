@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from .encoding import codes_of
+from .id_rows import IdRows
 
 
 class VectorIndex:
@@ -36,8 +37,8 @@ class VectorIndex:
         self._lock = threading.RLock()
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._ids: list[str | None] = []
-        #: id -> row, made from ``_ids`` when first needed (see :attr:`_pos`).
-        self._pos_of: dict[str, int] | None = {}
+        #: id -> row (see :mod:`.id_rows`: no dictionary of every id until one is needed)
+        self._pos = IdRows.of(self._ids)
         self._live = 0  # rows with an id
         self._alive = np.zeros(0, dtype=bool)
         self._ns_codes = np.zeros(0, dtype=np.int32)
@@ -49,18 +50,6 @@ class VectorIndex:
 
     def __len__(self) -> int:
         return self._live
-
-    @property
-    def _pos(self) -> dict[str, int]:
-        """Each live id's row.  Made on first use, not when the index is filled: at a
-        million rows the dictionary takes half a second to build, and a search that
-        names no ids (a new process's first) never needs it."""
-        with self._lock:
-            if self._pos_of is None:
-                self._pos_of = {
-                    event_id: i for i, event_id in enumerate(self._ids) if event_id is not None
-                }
-            return self._pos_of
 
     # -- building ---------------------------------------------------------------------
     def rebuild(
@@ -84,7 +73,7 @@ class VectorIndex:
             self.dim = matrix.shape[1] if matrix.size else self.dim
             self._matrix = matrix
             self._ids = list(ids)
-            self._pos_of, self._live = None, len(self._ids)
+            self._pos, self._live = IdRows.of(self._ids), len(self._ids)
             self._alive = np.ones(len(self._ids), dtype=bool)
             codes, names = codes_of(namespaces)
             self._ns = {name: code for code, name in enumerate(names)}
@@ -94,16 +83,24 @@ class VectorIndex:
             self.rebuilds += 1
 
     def load(
-        self, ids: list[str], namespaces: list[str], codes: np.ndarray, matrix: np.ndarray
+        self,
+        ids: list[str],
+        namespaces: list[str],
+        codes: np.ndarray,
+        matrix: np.ndarray,
+        order: np.ndarray | None = None,
+        saved_ids: pa.Array | None = None,
     ) -> None:
         """Replace the content with a saved copy: unit rows, ``matrix`` possibly longer
-        than ``ids`` (room for new rows) and memory-mapped."""
+        than ``ids`` (room for new rows) and memory-mapped; ``order``, the rows of the
+        ids in ascending id order, when the copy holds it (``saved_ids``: the same ids
+        as Arrow strings, to sort them faster)."""
         with self._lock:
             n = len(ids)
             self.dim = int(matrix.shape[1])
             self._matrix = matrix
             self._ids = list(ids)
-            self._pos_of, self._live = None, n
+            self._pos, self._live = IdRows(self._ids, order, saved_ids), n
             self._alive = np.zeros(len(matrix), dtype=bool)
             self._alive[:n] = True
             self._ns = {name: code for code, name in enumerate(namespaces)}
@@ -179,7 +176,7 @@ class VectorIndex:
         self._ns_codes = self._ns_codes[keep].copy()
         self._alive = np.ones(len(keep), dtype=bool)
         self._ids = [self._ids[i] for i in keep]
-        self._pos_of, self._live = None, len(keep)
+        self._pos, self._live = IdRows.of(self._ids), len(keep)
         self._size = len(keep)
 
     def _grow(self, extra: int) -> None:
@@ -242,8 +239,7 @@ class VectorIndex:
                 score_range[:] = [float(scores.min()), float(scores.max())]
             keep = None
             left_out = list(exclude_ids)
-            at = self._pos if left_out else {}  # the id map only when ids are named
-            excluded = [at[i] for i in left_out if i in at]
+            excluded = [row for row in self._pos.rows(left_out) if row is not None]
             if excluded:
                 keep = np.ones(scores.size, dtype=bool)
                 if positions is None:  # scores are by position
@@ -298,7 +294,7 @@ class VectorIndex:
             return np.flatnonzero(
                 self._valid(namespace, self._size) & positions_mask(self._pos, allowed, self._size)
             )
-        got = list(map(self._pos.get, allowed))  # one look-up each (cache misses dominate)
+        got = self._pos.rows(allowed)  # one look-up each (cache misses dominate)
         if None in got:  # events without a vector of this model
             got = [pos for pos in got if pos is not None]
         found = np.array(got, dtype=np.int64)
@@ -317,24 +313,24 @@ class VectorIndex:
             norm = unit_norm(q)
             if norm == 0 or (self.dim is not None and q.shape[0] != self.dim):
                 return {}
-            positions = self._pos
-            found = [(i, positions[i]) for i in ids if i in positions]
+            wanted = list(ids)
+            rows = self._pos.rows(wanted)
+            found = [(i, row) for i, row in zip(wanted, rows, strict=True) if row is not None]
             if not found:
                 return {}
-            rows = self._matrix[[pos for _, pos in found]] @ (q.astype(np.float64) / norm).astype(
+            scores = self._matrix[[pos for _, pos in found]] @ (q.astype(np.float64) / norm).astype(
                 np.float32
             )
             return {
                 event_id: float(min(1.0, max(-1.0, score)))
-                for (event_id, _), score in zip(found, rows, strict=True)
+                for (event_id, _), score in zip(found, scores, strict=True)
             }
 
 
-def positions_mask(positions: dict[str, int], ids: Iterable[str], size: int) -> np.ndarray:
+def positions_mask(positions: IdRows, ids: Iterable[str], size: int) -> np.ndarray:
     """A boolean array of ``size``, true at the positions of ``ids`` (unknown ids ignored)."""
     mask = np.zeros(size, dtype=bool)
-    found = [positions[i] for i in ids if i in positions]
-    mask[found] = True
+    mask[[row for row in positions.rows(ids) if row is not None]] = True
     return mask
 
 
