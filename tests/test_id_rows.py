@@ -20,10 +20,22 @@ OPERATION = st.tuples(st.sampled_from(["add", "remove", "get", "bulk", "len"]), 
     st.lists(NAMES, unique=True, max_size=30),
     st.lists(OPERATION, max_size=60),
     st.sampled_from(["no order", "order", "order and Arrow ids"]),
+    st.sampled_from([0, 1, 3]),
 )
-def test_it_answers_as_a_dictionary_through_adds_and_removes(saved, operations, copy):
+def test_it_answers_as_a_dictionary_through_adds_and_removes(saved, operations, copy, step):
     """An index's life after a load: rows added at the end, rows removed (their slot set
-    to None by the index), ids added again; every answer equal to a plain dict's."""
+    to None by the index), ids added again; every answer equal to a plain dict's, while
+    the dictionary is being made (``step`` ids a search; 0: never) and once it is."""
+    from nbmemory.retrieval import id_rows
+
+    before, id_rows.STEP = id_rows.STEP, step
+    try:
+        _life(saved, operations, copy)
+    finally:
+        id_rows.STEP = before
+
+
+def _life(saved: list[str], operations: list[tuple[str, str]], copy: str) -> None:
     ids: list[str | None] = list(saved)
     order = None if copy == "no order" else sort_order(saved)
     arrow = pa.array(saved, pa.large_string()) if copy == "order and Arrow ids" else None
@@ -63,10 +75,23 @@ def test_only_a_whole_permutation_is_taken_for_an_order():
     assert permutation(np.array([0.0, 1.0, 2.0]), 3) is None  # not integers
 
 
+def test_searches_make_the_dictionary_a_step_at_a_time(monkeypatch):
+    from nbmemory.retrieval import id_rows
+
+    monkeypatch.setattr(id_rows, "STEP", 4)
+    ids: list[str | None] = [f"e{i}" for i in range(10)]
+    rows = IdRows(ids, sort_order(ids))  # type: ignore[arg-type]
+    assert rows.get("e7") == 7 and rows.pop("e2") == 2 and ids[2] is None
+    assert rows._dict is None  # two searches: rows 0-7 taken
+    assert rows.get("e9") == 9  # the third: every row
+    assert rows._dict == {f"e{i}": i for i in range(10) if i != 2}
+
+
 def test_many_ids_at_once_make_the_dictionary(monkeypatch):
     from nbmemory.retrieval import id_rows
 
     monkeypatch.setattr(id_rows, "BULK", 3)
+    monkeypatch.setattr(id_rows, "STEP", 0)
     ids: list[str | None] = [f"e{i}" for i in range(10)]
     rows = IdRows(ids, sort_order(ids))  # type: ignore[arg-type]
     assert rows.rows(["e1", "e2"]) == [1, 2] and rows._dict is None  # searched

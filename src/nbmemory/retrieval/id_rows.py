@@ -7,13 +7,17 @@ to build, which a new process that loaded a saved index would pay before its
 first answer.  A saved copy therefore also holds its ids' sort order; an id is
 then found by binary search in the ids taken in that order (made from the saved
 Arrow array at the first look-up, a fifth of the time), and ids added since live
-in a small dictionary.  A look-up of many ids at once, or an index
-with no saved order, makes the dictionary.
+in a small dictionary.  A binary search costs about ten dictionary look-ups, so
+each one also adds the next :data:`STEP` ids to a dictionary being made, which
+takes over once whole (after a few dozen queries at a million ids): the cost of
+the dictionary is spread over the first queries instead of paid before them.  A
+look-up of many ids at once, or an index with no saved order, makes it at once.
 """
 
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -22,6 +26,8 @@ import pyarrow as pa
 #: A look-up of more ids than this at once makes the whole dictionary (one binary
 #: search costs about twenty dictionary look-ups).
 BULK = 20_000
+#: Ids added to the dictionary being made at each binary search.
+STEP = 32
 
 
 class IdRows:
@@ -43,6 +49,10 @@ class IdRows:
         self._dict: dict[str, int] | None = None
         self._added: dict[str, int] = {}
         self._removed = 0  # rows of the saved order removed since
+        # the dictionary being made, from the rows [0, _made) of the list
+        self._partial: dict[str, int] = {}
+        self._made = 0
+        self._lock = threading.RLock()  # readers may look up outside the index's lock
 
     @classmethod
     def of(cls, ids: list[str | None]) -> IdRows:
@@ -73,17 +83,20 @@ class IdRows:
         (self._added if found is None else found)[event_id] = row
 
     def pop(self, event_id: str, default: int | None = None) -> int | None:
-        """Forget ``event_id``; the caller then sets its row of the list to ``None``."""
+        """Forget ``event_id`` (its row of the list becomes ``None``)."""
         if self._as_dict() is None:
-            row = self._added.pop(event_id, None)
-            if row is not None:
-                return row
-            row = self._search(event_id)
-            if self._dict is None:  # still searching the saved order
+            with self._lock:
+                row = self._added.pop(event_id, None)
                 if row is None:
-                    return default
-                self._removed += 1
-                return row
+                    row = self._search(event_id)
+                    if row is not None and self._dict is None:
+                        self._removed += 1
+                if self._dict is None:  # still searching the saved order
+                    if row is None:
+                        return default
+                    self._partial.pop(event_id, None)
+                    self._ids[row] = None  # so the dictionary being made never takes it
+                    return row
         assert self._dict is not None
         return self._dict.pop(event_id, default)
 
@@ -114,8 +127,27 @@ class IdRows:
 
     def _make_dict(self) -> dict[str, int]:
         self._dict = {event_id: i for i, event_id in enumerate(self._ids) if event_id is not None}
-        self._order, self._saved, self._sorted, self._added = None, None, None, {}
+        self._drop_search()
         return self._dict
+
+    def _drop_search(self) -> None:
+        self._order, self._saved, self._sorted, self._added = None, None, None, {}
+        self._partial, self._made = {}, 0
+
+    def _advance(self) -> None:
+        """Add the next :data:`STEP` rows to the dictionary being made; use it once whole."""
+        with self._lock:
+            if self._dict is not None:
+                return
+            ids, start = self._ids, self._made
+            end = min(start + STEP, len(ids))
+            partial = self._partial
+            partial.update(zip(ids[start:end], range(start, end), strict=True))  # type: ignore[arg-type]
+            partial.pop(None, None)  # type: ignore[call-overload]
+            self._made = end
+            if end == len(ids):
+                self._dict = partial
+                self._drop_search()
 
     def _search(self, event_id: str) -> int | None:
         """The row of ``event_id`` among the rows of the saved order, if still there.
@@ -137,6 +169,7 @@ class IdRows:
                 return self._make_dict().get(event_id)
             ordered = taken
             self._sorted, self._saved = ordered, None  # the Arrow copy is not needed now
+        self._advance()
         at = bisect.bisect_left(ordered, event_id)
         if at == len(ordered) or ordered[at] != event_id:
             return None
