@@ -20,28 +20,21 @@ OPERATION = st.tuples(st.sampled_from(["add", "remove", "get", "bulk", "len"]), 
     st.lists(NAMES, unique=True, max_size=30),
     st.lists(OPERATION, max_size=60),
     st.sampled_from(["no order", "order", "order and Arrow ids"]),
-    st.sampled_from([0, 1, 3]),
+    st.integers(min_value=-1, max_value=60),
 )
-def test_it_answers_as_a_dictionary_through_adds_and_removes(saved, operations, copy, step):
+def test_it_answers_as_a_dictionary_through_adds_and_removes(saved, operations, copy, start):
     """An index's life after a load: rows added at the end, rows removed (their slot set
-    to None by the index), ids added again; every answer equal to a plain dict's, while
-    the dictionary is being made (``step`` ids a search; 0: never) and once it is."""
-    from nbmemory.retrieval import id_rows
-
-    before, id_rows.STEP = id_rows.STEP, step
-    try:
-        _life(saved, operations, copy)
-    finally:
-        id_rows.STEP = before
-
-
-def _life(saved: list[str], operations: list[tuple[str, str]], copy: str) -> None:
+    to None by the index), ids added again; every answer equal to a plain dict's, by
+    binary search, while a thread makes the dictionary (from operation ``start``; -1:
+    never), and after."""
     ids: list[str | None] = list(saved)
     order = None if copy == "no order" else sort_order(saved)
     arrow = pa.array(saved, pa.large_string()) if copy == "order and Arrow ids" else None
     rows = IdRows(ids, order, arrow)
     model = {event_id: i for i, event_id in enumerate(saved)}
-    for action, name in operations:
+    for step, (action, name) in enumerate(operations):
+        if step == start:
+            rows.start_making()
         if action == "add" and name not in model:
             ids.append(name)
             rows[name] = model[name] = len(ids) - 1
@@ -75,23 +68,43 @@ def test_only_a_whole_permutation_is_taken_for_an_order():
     assert permutation(np.array([0.0, 1.0, 2.0]), 3) is None  # not integers
 
 
-def test_searches_make_the_dictionary_a_step_at_a_time(monkeypatch):
-    from nbmemory.retrieval import id_rows
-
-    monkeypatch.setattr(id_rows, "STEP", 4)
-    ids: list[str | None] = [f"e{i}" for i in range(10)]
+def test_the_dictionary_made_on_a_thread_takes_the_changes_made_meanwhile():
+    """The thread's two steps, run here in turn around the changes: a snapshot (from
+    which changes are logged), then the switch, which replays them."""
+    ids: list[str | None] = [f"e{i}" for i in range(1000)]
     rows = IdRows(ids, sort_order(ids))  # type: ignore[arg-type]
-    assert rows.get("e7") == 7 and rows.pop("e2") == 2 and ids[2] is None
-    assert rows._dict is None  # two searches: rows 0-7 taken
-    assert rows.get("e9") == 9  # the third: every row
-    assert rows._dict == {f"e{i}": i for i in range(10) if i != 2}
+    assert rows.get("e5") == 5
+    snapshot = rows._snapshot()
+    assert snapshot is not None
+    assert rows.pop("e7") == 7 and ids[7] is None
+    ids.append("new")
+    rows["new"] = 1000
+    ids.append("e7")
+    rows["e7"] = 1001  # removed, then added again
+    assert rows.pop("e9") == 9
+    assert rows._dict is None and rows.get("e7") == 1001  # still searching meanwhile
+    rows._switch(rows._from(snapshot))
+    expected = {f"e{i}": i for i in range(1000) if i not in (7, 9)} | {"new": 1000, "e7": 1001}
+    assert rows._dict == expected
+    assert rows.get("e7") == 1001 and "e9" not in rows and len(rows) == 1000
+
+
+def test_an_answer_starts_the_dictionary_once_ids_were_searched():
+    ids: list[str | None] = [f"e{i}" for i in range(100)]
+    rows = IdRows(ids, sort_order(ids))  # type: ignore[arg-type]
+    rows.start_making()
+    assert rows._maker is None  # nothing looked up: vector search alone never needs it
+    assert rows.get("e3") == 3
+    rows.start_making()
+    assert rows._maker is not None
+    rows._maker.join()
+    assert rows._dict == {f"e{i}": i for i in range(100)}
 
 
 def test_many_ids_at_once_make_the_dictionary(monkeypatch):
     from nbmemory.retrieval import id_rows
 
     monkeypatch.setattr(id_rows, "BULK", 3)
-    monkeypatch.setattr(id_rows, "STEP", 0)
     ids: list[str | None] = [f"e{i}" for i in range(10)]
     rows = IdRows(ids, sort_order(ids))  # type: ignore[arg-type]
     assert rows.rows(["e1", "e2"]) == [1, 2] and rows._dict is None  # searched

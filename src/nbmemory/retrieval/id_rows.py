@@ -7,11 +7,16 @@ to build, which a new process that loaded a saved index would pay before its
 first answer.  A saved copy therefore also holds its ids' sort order; an id is
 then found by binary search in the ids taken in that order (made from the saved
 Arrow array at the first look-up, a fifth of the time), and ids added since live
-in a small dictionary.  A binary search costs about ten dictionary look-ups, so
-each one also adds the next :data:`STEP` ids to a dictionary being made, which
-takes over once whole (after a few dozen queries at a million ids): the cost of
-the dictionary is spread over the first queries instead of paid before them.  A
-look-up of many ids at once, or an index with no saved order, makes it at once.
+in a small dictionary.
+
+A binary search costs about ten dictionary look-ups, so once an answer is made
+(:meth:`IdRows.start_making`, which the retriever calls) a thread makes the
+dictionary from a snapshot of the list while changes made meanwhile are logged;
+the log is replayed onto it and it takes over.  In a notebook that happens while
+the person reads the first answer; started during the answer, the thread would
+slow it (measured: 0.8 s became 1.9 s at a million ids on two cores).  A look-up
+of many ids at once, or an index with no saved order, makes the dictionary at
+once.
 """
 
 from __future__ import annotations
@@ -24,10 +29,8 @@ import numpy as np
 import pyarrow as pa
 
 #: A look-up of more ids than this at once makes the whole dictionary (one binary
-#: search costs about twenty dictionary look-ups).
+#: search costs about ten dictionary look-ups).
 BULK = 20_000
-#: Ids added to the dictionary being made at each binary search.
-STEP = 32
 
 
 class IdRows:
@@ -49,10 +52,10 @@ class IdRows:
         self._dict: dict[str, int] | None = None
         self._added: dict[str, int] = {}
         self._removed = 0  # rows of the saved order removed since
-        # the dictionary being made, from the rows [0, _made) of the list
-        self._partial: dict[str, int] = {}
-        self._made = 0
-        self._lock = threading.RLock()  # readers may look up outside the index's lock
+        #: Changes since the snapshot the thread makes the dictionary from (None: none).
+        self._log: list[tuple[str, int | None]] | None = None
+        self._maker: threading.Thread | None = None
+        self._lock = threading.RLock()  # changes, and the switch to the dictionary
 
     @classmethod
     def of(cls, ids: list[str | None]) -> IdRows:
@@ -79,13 +82,19 @@ class IdRows:
         return row
 
     def __setitem__(self, event_id: str, row: int) -> None:
-        found = self._as_dict()
-        (self._added if found is None else found)[event_id] = row
+        with self._lock:
+            found = self._as_dict()
+            if found is not None:
+                found[event_id] = row
+                return
+            self._added[event_id] = row
+            if self._log is not None:
+                self._log.append((event_id, row))
 
     def pop(self, event_id: str, default: int | None = None) -> int | None:
         """Forget ``event_id`` (its row of the list becomes ``None``)."""
-        if self._as_dict() is None:
-            with self._lock:
+        with self._lock:
+            if self._as_dict() is None:
                 row = self._added.pop(event_id, None)
                 if row is None:
                     row = self._search(event_id)
@@ -94,70 +103,98 @@ class IdRows:
                 if self._dict is None:  # still searching the saved order
                     if row is None:
                         return default
-                    self._partial.pop(event_id, None)
-                    self._ids[row] = None  # so the dictionary being made never takes it
+                    self._ids[row] = None
+                    if self._log is not None:
+                        self._log.append((event_id, None))
                     return row
-        assert self._dict is not None
-        return self._dict.pop(event_id, default)
+            assert self._dict is not None
+            return self._dict.pop(event_id, default)
 
     def __len__(self) -> int:
-        found = self._as_dict()
-        if found is not None:
-            return len(found)
-        assert self._order is not None
-        return len(self._order) - self._removed + len(self._added)
+        with self._lock:
+            found = self._as_dict()
+            if found is not None:
+                return len(found)
+            assert self._order is not None
+            return len(self._order) - self._removed + len(self._added)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._make_dict() if self._dict is None else self._dict)
+        return iter(self.make_dict())
 
     def rows(self, ids: Iterable[str]) -> list[int | None]:
         """The row of each of ``ids`` (None where absent), making the dictionary first
         when they are many."""
         wanted = ids if isinstance(ids, list | tuple) else list(ids)
         if self._dict is None and len(wanted) > BULK:
-            self._make_dict()
+            self.make_dict()
         return [self.get(event_id) for event_id in wanted]
+
+    def make_dict(self) -> dict[str, int]:
+        """The dictionary, made now if it is not yet (a thread making it then drops its
+        own: waiting for it under the lock could wait forever)."""
+        with self._lock:
+            if self._dict is None:
+                self._dict = self._from(list(self._ids))
+                self._drop_search()
+            return self._dict
 
     # -- inside ------------------------------------------------------------------------
     def _as_dict(self) -> dict[str, int] | None:
         """The dictionary, made now if there is no saved order to search instead."""
         if self._dict is None and self._order is None:
-            return self._make_dict()
+            return self.make_dict()
         return self._dict
 
-    def _make_dict(self) -> dict[str, int]:
-        self._dict = {event_id: i for i, event_id in enumerate(self._ids) if event_id is not None}
-        self._drop_search()
-        return self._dict
+    @staticmethod
+    def _from(ids: list[str | None]) -> dict[str, int]:
+        return {event_id: i for i, event_id in enumerate(ids) if event_id is not None}
 
     def _drop_search(self) -> None:
-        self._order, self._saved, self._sorted, self._added = None, None, None, {}
-        self._partial, self._made = {}, 0
+        self._order, self._saved, self._sorted, self._added, self._log = None, None, None, {}, None
 
-    def _advance(self) -> None:
-        """Add the next :data:`STEP` rows to the dictionary being made; use it once whole."""
+    def start_making(self) -> None:
+        """Make the dictionary on a thread from a snapshot of the list, then replay the
+        changes logged since onto it and switch to it (only once ids were looked up by
+        binary search: an index nothing asks ids of never needs it)."""
+        with self._lock:
+            if self._maker is not None or self._dict is not None or self._sorted is None:
+                return
+            self._maker = threading.Thread(target=self._make, name="nbmemory-id-rows", daemon=True)
+        self._maker.start()
+
+    def _make(self) -> None:
+        snapshot = self._snapshot()
+        if snapshot is not None:
+            self._switch(self._from(snapshot))
+
+    def _snapshot(self) -> list[str | None] | None:
+        """The list now, logging every change from now on (None: a dictionary exists)."""
         with self._lock:
             if self._dict is not None:
-                return
-            ids, start = self._ids, self._made
-            end = min(start + STEP, len(ids))
-            partial = self._partial
-            partial.update(zip(ids[start:end], range(start, end), strict=True))  # type: ignore[arg-type]
-            partial.pop(None, None)  # type: ignore[call-overload]
-            self._made = end
-            if end == len(ids):
-                self._dict = partial
-                self._drop_search()
+                return None
+            self._log = []
+            return list(self._ids)
+
+    def _switch(self, made: dict[str, int]) -> None:
+        """Replay the changes logged since the snapshot ``made`` was made from, and use it."""
+        with self._lock:
+            if self._dict is not None or self._log is None:
+                return  # made meanwhile (a bulk look-up)
+            for event_id, row in self._log:
+                if row is None:
+                    made.pop(event_id, None)
+                else:
+                    made[event_id] = row
+            self._dict = made
+            self._drop_search()
 
     def _search(self, event_id: str) -> int | None:
         """The row of ``event_id`` among the rows of the saved order, if still there.
 
-        Reads its fields once: a reader outside the index's lock may meet another
-        thread making the dictionary."""
+        Reads its fields once: another thread may switch to the dictionary meanwhile."""
         order = self._order
-        if order is None:  # the dictionary was made meanwhile
-            found = self._dict
-            return (found if found is not None else self._make_dict()).get(event_id)
+        if order is None:  # the dictionary took over meanwhile
+            return self.make_dict().get(event_id)
         ordered = self._sorted
         if ordered is None:
             saved = self._saved
@@ -166,10 +203,9 @@ class IdRows:
             else:
                 taken = [self._ids[i] for i in order.tolist()]
             if None in taken:  # a row removed without pop(): its id is lost, so a dict
-                return self._make_dict().get(event_id)
+                return self.make_dict().get(event_id)
             ordered = taken
             self._sorted, self._saved = ordered, None  # the Arrow copy is not needed now
-        self._advance()
         at = bisect.bisect_left(ordered, event_id)
         if at == len(ordered) or ordered[at] != event_id:
             return None

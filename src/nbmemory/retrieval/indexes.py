@@ -273,6 +273,13 @@ class Indexes:
                 for vectors in written:
                     index.upsert(vectors.ids, vectors.namespaces, vectors.matrix)
 
+    def prepare_lookups(self) -> None:
+        """Start making, on a thread, the id dictionaries of loaded indexes that looked
+        ids up by binary search (see :mod:`.id_rows`); called once an answer is made."""
+        self._keywords.prepare_lookups()
+        for index in list(self._vectors.values()):
+            index.prepare_lookups()
+
     def invalidate(self) -> None:
         """Rebuild every index on its next use."""
         for index in self._vectors.values():

@@ -396,6 +396,10 @@ class KeywordIndex:
     def __len__(self) -> int:
         return len(self._pos)
 
+    def prepare_lookups(self) -> None:
+        """Make the id dictionary on a thread if ids were looked up without it."""
+        self._pos.start_making()
+
     # -- codes -----------------------------------------------------------------------
     def _word_id(self, word: str) -> int:
         tid = self._word_ids.get(word)

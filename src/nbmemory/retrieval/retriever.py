@@ -198,6 +198,7 @@ class Retriever:
             frame.attrs["best_similarity"] = (
                 None if best.empty else float(best["similarity"].iloc[0])
             )
+        self.indexes.prepare_lookups()  # after the answer: the thread does not slow it
         return frame
 
     def vector_search(
@@ -395,6 +396,7 @@ class Retriever:
         )
         if explain:
             context.near_misses = self._near_misses(ns, vector, context, p)
+        self.indexes.prepare_lookups()  # after the answer: the thread does not slow it
         return context
 
     def salient(

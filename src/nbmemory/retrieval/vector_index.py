@@ -51,6 +51,10 @@ class VectorIndex:
     def __len__(self) -> int:
         return self._live
 
+    def prepare_lookups(self) -> None:
+        """Make the id dictionary on a thread if ids were looked up without it."""
+        self._pos.start_making()
+
     # -- building ---------------------------------------------------------------------
     def rebuild(
         self,
