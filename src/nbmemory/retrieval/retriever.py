@@ -228,10 +228,13 @@ class Retriever:
             exclude_ids=exclude_ids, allowed=allowed,
         )  # fmt: skip
         columns = [*READ_COLUMNS, "similarity"]
-        if not hits:
-            return pd.DataFrame(columns=columns)
-        rows = _by_similarity(hits, self._rows([event_id for event_id, _ in hits]))
-        return pd.DataFrame.from_records(rows[:limit], columns=columns)
+        if hits:
+            rows = _by_similarity(hits, self._rows([event_id for event_id, _ in hits]))
+            frame = pd.DataFrame.from_records(rows[:limit], columns=columns)
+        else:
+            frame = pd.DataFrame(columns=columns)
+        self.indexes.prepare_lookups()  # a filter looked ids up: see search()
+        return frame
 
     def _allowed_ids(
         self, namespace: str | None, filters: dict[str, Any], since: Any, until: Any
