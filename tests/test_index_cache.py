@@ -440,3 +440,10 @@ def test_a_read_only_open_records_no_check_and_a_foreign_record_is_left_alone(sa
         answers(mem)
         assert counts(mem)["vector loads"] == 1
     assert record.read_text() == '{"store": "someone else\'s"}'
+    # ours by its header, but damaged: neither trusted nor a reason to fail
+    state = list(IndexCache(saved).store_state() or ())
+    record.write_text(json.dumps({"magic": "nbmemory-index", "format": 2, "kind": "checked",
+                                  "store": state, "files": "?"}))  # fmt: skip
+    with open_mem(saved) as mem:
+        answers(mem)
+        assert mem.indexes.cache is not None and mem.indexes.cache.trusted == 0

@@ -282,6 +282,7 @@ class IndexCache:
             or record.get("magic") != _MAGIC
             or record.get("format") != FORMAT
             or record.get("kind") != "checked"
+            or not isinstance(record.get("files", {}), dict)
         ):
             return None
         return record
