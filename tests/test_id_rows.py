@@ -27,6 +27,28 @@ def test_it_answers_as_a_dictionary_through_adds_and_removes(saved, operations, 
     to None by the index), ids added again; every answer equal to a plain dict's, by
     binary search, while a thread makes the dictionary (from operation ``start``; -1:
     never), and after."""
+    _answers_as_a_dictionary(saved, operations, copy, start)
+
+
+#: Ids of one length in bytes (6), as the UUIDs made here are: searched as bytes.
+FIXED = st.sampled_from(
+    [f"id{i:04d}" for i in range(40)] + ["idé00", "id😀", "Zzzzzz", "a b cd", "idé\x00\x00"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(FIXED, unique=True, max_size=30),
+    st.lists(st.tuples(st.sampled_from(["add", "remove", "get", "bulk", "len"]), FIXED | NAMES)),
+    st.integers(min_value=-1, max_value=60),
+)
+def test_ids_of_one_width_answer_as_a_dictionary(saved, operations, start):
+    """The same, with saved ids all of one width in bytes (searched as bytes, NULs
+    included) and ids of other widths asked for."""
+    _answers_as_a_dictionary(saved, operations, "order and Arrow ids", start)
+
+
+def _answers_as_a_dictionary(saved, operations, copy, start) -> None:
     ids: list[str | None] = list(saved)
     order = None if copy == "no order" else sort_order(saved)
     arrow = pa.array(saved, pa.large_string()) if copy == "order and Arrow ids" else None
@@ -97,7 +119,7 @@ def test_an_answer_starts_the_dictionary_once_ids_were_searched():
     assert rows.get("e3") == 3
     rows.start_making()
     assert rows._maker is not None
-    rows._maker.join()
+    assert rows._maker.wait(timeout=60)
     assert rows._dict == {f"e{i}": i for i in range(100)}
 
 

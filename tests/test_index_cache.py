@@ -100,7 +100,7 @@ def test_a_new_memory_loads_the_saved_indexes_and_answers_as_a_rebuilt_one(saved
         mem.retriever.vector_search(query, "default", limit=3, filters={"session_id": "s1"})
         # once answered, a thread makes the dictionary (a binary search costs ten look-ups)
         assert vectors._pos._maker is not None
-        vectors._pos._maker.join()
+        assert vectors._pos._maker.wait(timeout=60)
         assert vectors._pos._dict is not None
         cached = answers(mem)
         assert counts(mem) == {
