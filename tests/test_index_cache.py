@@ -4,11 +4,13 @@ table no longer matches (another process, a foreign write, a deletion)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -302,6 +304,36 @@ def test_a_damaged_copy_of_ours_is_not_used_and_is_replaced(saved):
         expected = answers(mem)
     with open_mem(saved) as mem:  # the rebuild saved a sound copy in its place
         assert counts(mem)["keyword loads"] == 1
+        assert answers(mem) == expected
+
+
+@pytest.mark.parametrize("damage", ["compressed", "cut short", "a member's shape too long"])
+def test_a_copy_that_cannot_be_mapped_as_saved_is_not_used(saved, damage):
+    """Saved copies are mapped from the file, not read: a member that is compressed, a
+    file cut short, or a member whose header claims more than it holds is never
+    mapped, and the index is built from the table instead."""
+    path = Path(saved + SUFFIX) / "keywords.npz"
+    with open_mem(saved, index_cache=False) as mem:
+        expected = answers(mem)
+    if damage == "compressed":
+        with np.load(path) as saved_arrays:
+            np.savez_compressed(path, **dict(saved_arrays))
+    elif damage == "cut short":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    else:  # a sound zip (right CRC) whose postings claim a billion entries
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename: archive.read(info) for info in archive.infolist()}
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            header, {"descr": "<i4", "fortran_order": False, "shape": (10**9,)}
+        )
+        members["post_docs.npy"] = header.getvalue() + b"\0" * 64
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+            for name, content in members.items():
+                archive.writestr(name, content)
+    with open_mem(saved) as mem:
+        assert counts(mem)["keyword loads"] == 0 and counts(mem)["keyword rebuilds"] == 1
         assert answers(mem) == expected
 
 
