@@ -27,8 +27,6 @@ import re
 import socket
 import tempfile
 import threading
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
@@ -134,6 +132,9 @@ def hub_unreachable(timeout: float = HUB_CHECK_TIMEOUT) -> str | None:
     daemon thread, since a lookup ignores socket timeouts): seconds, not the minutes
     fastembed's retries take when the network is down.
     """
+    import urllib.parse
+    import urllib.request  # here, not at import: 11 ms (ssl, http) that no search needs
+
     endpoint = os.environ.get("HF_ENDPOINT") or DEFAULT_HUB
     parts = urllib.parse.urlsplit(endpoint)
     host = parts.hostname or "huggingface.co"

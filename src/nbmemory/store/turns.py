@@ -18,8 +18,6 @@ import random
 import threading
 import time
 
-import filelock
-
 
 class Timeout(Exception):
     """The turn did not come within the time allowed."""
@@ -31,7 +29,10 @@ class FairLock:
     def __init__(self, path: str) -> None:
         self.lock_file = path
         self.folder = path + ".tickets"
+        import filelock  # here, not at import: only a shared store takes turns (8 ms)
+
         self._lock = filelock.FileLock(path, thread_local=False)
+        self._busy = filelock.Timeout
 
     def acquire(self, timeout: float) -> None:
         """Wait for this process's turn (FIFO among processes); :class:`Timeout` after ``timeout``."""
@@ -44,7 +45,7 @@ class FairLock:
         try:
             while True:
                 if self._first(ticket):
-                    with contextlib.suppress(filelock.Timeout):
+                    with contextlib.suppress(self._busy):
                         self._lock.acquire(timeout=0)
                         return
                 if time.monotonic() > deadline:
