@@ -104,3 +104,61 @@ def test_prefetched_scores_are_the_scores():
     eager = index.score_array("w0 w1 w9 w22", "ns0")
     for event_id in asked:
         assert lazy.get(event_id) == eager.get(event_id)
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    steps=st.lists(st.sampled_from(["add short", "add long", "remove", "query"]), max_size=8),
+    words=st.lists(st.sampled_from(WORDS[:12]), min_size=1, max_size=4),
+)
+@settings(max_examples=150, deadline=None)
+def test_the_bound_kept_for_a_common_term_holds_as_documents_come_and_go(seed, steps, words):
+    """How much a common term can add is computed once and kept; documents added
+    since (short ones raise it, long ones move the average length) and removed ones
+    never make the lazy answer differ from the eager one."""
+    rng = np.random.default_rng(seed)
+    index = KeywordIndex()
+    index.rebuild(corpus(seed, 300, 1))
+    query = " ".join(words)
+    added = 0
+
+    def bounds_hold() -> None:
+        """Each kept bound is at least the true largest tf / (tf + norm) now."""
+        norms = index._length_norms(0)
+        for (tid, code), _ in list(index._ratios.items()):
+            positions, tfs = index._term_postings(tid)
+            keep = index._alive[positions]
+            positions, tfs = positions[keep], tfs[keep]
+            if positions.size:
+                true = float((tfs.astype(np.float64) / (tfs + norms[positions])).max())
+                assert index._ratio_bound(tid, code, positions, tfs, norms) >= true
+
+    def answers_agree() -> None:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(keyword_index, "DEFER_POSTINGS", 10**9)
+            eager = index.score_array(query, "ns0")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(keyword_index, "DEFER_POSTINGS", 20)
+            lazy = index.score_array(query, "ns0", top=5)
+        assert lazy.top(5) == eager.top(5)
+        assert lazy.max == eager.max
+        bounds_hold()
+
+    answers_agree()  # keeps the bounds of the query's common terms
+    for step in steps:
+        if step == "query":
+            answers_agree()
+        elif step == "remove":
+            index.remove([f"e{i}" for i in rng.integers(0, 300, size=20)])
+        else:
+            rows = []
+            for _ in range(10):
+                if step == "add short":  # one common word, many times: the largest tf / norm
+                    text = " ".join([WORDS[int(rng.integers(0, 3))]] * int(rng.integers(1, 16)))
+                else:
+                    text = " ".join(WORDS[r] for r in rng.integers(0, 40, size=40))
+                rows.append((f"n{added}", "ns0", "s0", text, 1000 + added, 1000 + added))
+                added += 1
+            index.add(rows)
+        bounds_hold()
+    answers_agree()

@@ -361,6 +361,9 @@ class KeywordIndex:
         self._postings: dict[int, tuple[array, array]] = {}
         self._new_postings = 0
         self._touched: dict[int, list[tuple[int, int, int]]] = {}
+        #: (term, namespace code) -> (the most ``tf / (tf + norm)`` of any of its live
+        #: documents, the average length it was computed at): see :meth:`_ratio_bound`
+        self._ratios: dict[tuple[int, int], tuple[float, float]] = {}
         #: namespace code -> (statistics it was computed for, length norms)
         self._norms: dict[int, tuple[tuple[int, int, int, int], np.ndarray]] = {}
 
@@ -627,8 +630,12 @@ class KeywordIndex:
         bisect.insort(self._session_list(session), (created, order, pos))
         self._docs[code] += 1
         self._total_len[code] += length
-        postings = self._postings
+        postings, ratios = self._postings, self._ratios
         for tid, tf in terms.items():
+            cached = ratios.get((tid, code))
+            if cached is not None:  # the bound must cover the new document too
+                norm = K1 * (1.0 - B + B * length / cached[1])
+                ratios[(tid, code)] = (max(cached[0], tf / (tf + norm)), cached[1])
             entry = postings.get(tid)
             if entry is None:
                 entry = postings[tid] = (array("i"), array("f"))
@@ -710,6 +717,7 @@ class KeywordIndex:
         self._size = live.size
         self._postings = {}
         self._new_postings = 0
+        self._ratios = {}  # term ids were renumbered
         self._sort_sessions(self._size)
 
     def remove(self, ids: Iterable[str]) -> None:
@@ -911,7 +919,9 @@ class KeywordIndex:
                     if docs <= 0 or df <= 0:
                         continue
                     idf = math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
-                    parts.append(_TermPart(idf, p, tf, self._length_norms(code)))
+                    norms = self._length_norms(code)
+                    ratio = self._ratio_bound(tid, code, p, tf, norms) if df >= defer_at else 1.0
+                    parts.append(_TermPart(idf, p, tf, norms, ratio))
             # rare terms first: they decide the best documents; common ones last
             parts.sort(key=lambda part: part.positions.size)
             if allowed is not None:
@@ -942,6 +952,33 @@ class KeywordIndex:
             if mask is not None:
                 total[~mask] = 0.0
             return KeywordScores(self, total, deferred, scored if deferred else None)
+
+    def _ratio_bound(
+        self, tid: int, code: int, positions: np.ndarray, tfs: np.ndarray, norms: np.ndarray
+    ) -> float:
+        """At least the largest ``tf / (tf + norm)`` of the term's live documents in the
+        namespace ``code`` (< 1): how much of ``idf * (K1 + 1)`` the term can add to a
+        document, which decides how few documents a deferred term is added to.
+
+        Computed over the postings once, then kept: a new document raises it (see
+        :meth:`_add_row`), a removed one can only lower the true value, and when the
+        average length has changed since, the kept value is scaled to an upper bound
+        (a document's norm is ``K1 * (1 - B) + K1 * B * length / average``: with the
+        average grown by ``1 / c``, its norm is at least ``c`` times what it was, so
+        its ratio is at most ``1 / (1 + c * (1 / ratio - 1))``)."""
+        docs = self._docs[code]
+        average = max(self._total_len[code] / docs, 1e-9) if docs > 0 else 1.0
+        cached = self._ratios.get((tid, code))
+        if cached is None:
+            exact = tfs.astype(np.float64) / (tfs + norms[positions]).astype(np.float64)
+            ratio = float(exact.max()) if exact.size else 0.0
+            self._ratios[(tid, code)] = (ratio, average)
+        else:
+            ratio, then = cached
+            shrink = min(1.0, then / average)
+            ratio = 1.0 / (1.0 + shrink * (1.0 / ratio - 1.0)) if ratio > 0 else 0.0
+        # the weights are float32: a margin far above their rounding
+        return min(1.0, ratio * (1.0 + 1e-5))
 
     def _length_norms(self, code: int) -> np.ndarray:
         """``K1 * (1 - B + B * length / average length)`` of every document, for the
@@ -1078,18 +1115,27 @@ class KeywordIndex:
 class _TermPart:
     """One query term's contribution over the documents holding it."""
 
-    __slots__ = ("idf", "positions", "tfs", "norms")
+    __slots__ = ("idf", "positions", "tfs", "norms", "ratio")
 
-    def __init__(self, idf: float, positions: np.ndarray, tfs: np.ndarray, norms: np.ndarray):
+    def __init__(
+        self,
+        idf: float,
+        positions: np.ndarray,
+        tfs: np.ndarray,
+        norms: np.ndarray,
+        ratio: float = 1.0,
+    ):
         self.idf = idf
         self.positions = positions  # ascending
         self.tfs = tfs
         self.norms = norms
+        #: at least the largest tf / (tf + norm) of these documents (1: not known)
+        self.ratio = ratio
 
     @property
     def bound(self) -> float:
-        """The most it adds to any document's score (tf / (tf + norm) < 1)."""
-        return self.idf * (K1 + 1.0)
+        """The most it adds to any document's score."""
+        return self.idf * (K1 + 1.0) * self.ratio
 
     def weights(self, tfs: np.ndarray, positions: np.ndarray) -> np.ndarray:
         return self.idf * tfs * (K1 + 1.0) / (tfs + self.norms[positions])
