@@ -1237,10 +1237,28 @@ class KeywordScores:
             kth = np.partition(partial, partial.size - limit)[partial.size - limit]
             if kth > bound:  # only documents already within ``bound`` of the cut can reach it
                 hits = scored[partial >= kth - bound]
-                return self._ranked(hits, self._at(hits), limit)
+                return self._ranked(*self._pruned(hits, limit), limit)
         self._complete()
         hits = np.flatnonzero(self._scores > 0)  # in index order
         return self._ranked(hits, self._scores[hits], limit)
+
+    def _pruned(self, hits: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """The exact scores of those of ``hits`` (ascending positions, at least
+        ``limit``) that can still reach the ``limit`` best, adding the deferred terms
+        one at a time: after each, a document whose score so far plus the most the
+        terms left can add stays below the ``limit``-th best score so far cannot
+        reach the final cut, and the next terms skip it.  Each kept document gets
+        every term, in the same order as everywhere: the same floats."""
+        scores = self._scores[hits].copy()
+        deferred = self._deferred
+        for at, part in enumerate(deferred):
+            part.add_at(scores, hits)
+            rest = sum(later.bound for later in deferred[at + 1 :])
+            kth = np.partition(scores, scores.size - limit)[scores.size - limit]
+            keep = scores >= kth - rest
+            if not keep.all():
+                hits, scores = hits[keep], scores[keep]
+        return hits, scores
 
     def _ranked(
         self, hits: np.ndarray, scores: np.ndarray, limit: int | None
