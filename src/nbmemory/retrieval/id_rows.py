@@ -68,6 +68,9 @@ class IdRows:
 
     # -- the mapping a dict would give --------------------------------------------------
     def get(self, event_id: str, default: int | None = None) -> int | None:
+        made = self._dict  # the usual case once made: one attribute read, no call
+        if made is not None:
+            return made.get(event_id, default)
         found = self._as_dict()
         if found is not None:
             return found.get(event_id, default)
