@@ -2,6 +2,8 @@
 
 * :mod:`.connection` — :class:`Store`: one DuckDB connection, its lock,
   transactions, and the announcement of every committed change;
+* :mod:`.peers` — stores of one process open on one file, telling each other
+  when they write (so each one's caches follow the other's writes);
 * :mod:`.shared` — :class:`SharedStore`: several processes taking turns on a file;
 * :mod:`.lake` — :class:`LakeStore`: many processes and hosts at once on DuckLake;
 * :mod:`.schema` and :mod:`.migrations` — the tables as they are, and how they

@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import StoreError
-from . import files, migrations
+from . import files, migrations, peers
 from .audit import AuditTable, MetaTable
 from .changes import Change, Listener
 from .events import EventsTable
@@ -119,6 +119,9 @@ class Store:
         #: Set when the connection was let go after a file error: the next call reopens.
         self._reopen = False
         self._pending: Change | None = None
+        #: Set when another store of this process committed a write to the same file.
+        self.peer_wrote = False
+        self._peer_key: str | None = None
         self.events = EventsTable(self)
         self.vectors = self.vectors_class(self)
         self.facts = FactsTable(self)
@@ -134,6 +137,8 @@ class Store:
         except BaseException:
             self.close()  # a refused file is let go at once
             raise
+        if self.backend == "file":
+            self._peer_key = peers.join(self, self.path)
 
     def _open_schema(self, *, read_only: bool, adopt: bool) -> None:
         """Check the file is ours and bring its tables up to this version."""
@@ -166,6 +171,7 @@ class Store:
     def close(self) -> None:
         """Close the connection (idempotent)."""
         with self._rows_held(), self._lock:
+            peers.leave(self, self._peer_key)
             self._reopen = False
             self._drop_side_cursor()
             if self.con is not None:
@@ -193,7 +199,18 @@ class Store:
         return contextlib.nullcontext()
 
     def refresh(self) -> None:
-        """Notice changes other processes made (a no-op for a store only this process opens)."""
+        """Notice writes the caches did not follow: here, those of another store this
+        process opened on the same file (see :mod:`.peers`)."""
+        self._note_peer_writes()
+
+    def _note_peer_writes(self) -> None:
+        """Tell the caches anything may have changed when another store of this process
+        wrote the same file since (not inside a transaction: at the next call)."""
+        if self.peer_wrote and not self.in_transaction:
+            with self._lock:
+                if self.peer_wrote:
+                    self.peer_wrote = False
+                    self._announce(Change(unknown=True))
 
     # -- running statements -------------------------------------------------------------
     def run(self, sql: str, params: Params = None, fetch: str = "rows") -> Any:
@@ -355,6 +372,7 @@ class Store:
                 assert self._pending is not None
                 yield self._pending
                 return
+            self._note_peer_writes()  # a cache this transaction reads may be behind
             try:
                 self._cursor().execute("BEGIN TRANSACTION")
             except duckdb.Error as exc:
@@ -369,6 +387,7 @@ class Store:
                 raise
             pending = self._end_transaction("COMMIT")
             if pending:
+                peers.wrote(self, self._peer_key)
                 self._announce(pending)
 
     def beside(self, block: Callable[[Change], T]) -> T:
@@ -394,6 +413,7 @@ class Store:
                 with self._lock:
                     pending = self._end_side(cursor, "COMMIT")
                     if pending:
+                        peers.wrote(self, self._peer_key)
                         self._announce(pending)
                 return result
             except duckdb.TransactionException as exc:  # not expected under the rows lock
@@ -469,7 +489,8 @@ class Store:
             pending = self._open_change()
             if pending is not None:
                 pending.merge(change)
-            else:
+            else:  # committed already (a statement outside a transaction)
+                peers.wrote(self, self._peer_key)
                 self._announce(change)
 
     def count_redactions(self, namespace: str | None, count: int) -> None:

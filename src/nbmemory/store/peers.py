@@ -1,0 +1,73 @@
+"""Stores of one process open on the same file, telling each other when they write.
+
+DuckDB gives every connection a process opens on one file the same database, so
+SQL through any of them sees every committed row.  The caches nbmemory keeps in
+memory do not: each follows the changes its own store announces.  A second
+``Memory`` on the same file (a notebook cell that opens the store run again while
+the first object lives, an agent and one of its tools) would otherwise answer
+from before the other's writes.
+
+So a store that commits a write marks the other stores of its file, and each
+store, at its next read of a cache (:meth:`Store.refresh`) or its next write
+transaction, announces an unknown change to its own caches: they rebuild from
+the table (or the saved copies still valid for it), as after another process's
+write.  The price is that rebuild, paid only while two objects write one file.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Protocol
+
+
+class Peer(Protocol):
+    #: Set by another store of the same file after it committed a write.
+    peer_wrote: bool
+
+
+_lock = threading.Lock()
+#: The file's real path -> the stores open on it in this process.
+_open: dict[str, weakref.WeakSet[Peer]] = {}
+
+
+def join(store: Peer, path: str) -> str | None:
+    """Count ``store`` among those open on the file at ``path``; returns the key the
+    other calls take (None for a store in memory, which has no peers)."""
+    if path == ":memory:":
+        return None
+    key = os.path.realpath(path)
+    with _lock:
+        _open.setdefault(key, weakref.WeakSet()).add(store)
+    return key
+
+
+def leave(store: Peer, key: str | None) -> None:
+    """``store`` closed: it is told nothing more."""
+    if key is None:
+        return
+    with _lock:
+        group = _open.get(key)
+        if group is not None:
+            group.discard(store)
+            if not group:
+                del _open[key]
+
+
+def wrote(store: Peer, key: str | None) -> None:
+    """``store`` committed a write: mark every other store open on its file."""
+    if key is None:
+        return
+    with _lock:
+        group = _open.get(key)
+        others = [peer for peer in group if peer is not store] if group else []
+    for peer in others:
+        peer.peer_wrote = True
+
+
+def count(key: str | None) -> int:
+    """How many stores are open on the file of ``key`` in this process."""
+    with _lock:
+        group = _open.get(key) if key is not None else None
+        return len(group) if group else 0

@@ -1,0 +1,115 @@
+"""Two ``Memory`` objects on one file in one process see each other's writes.
+
+It happens more than it seems: a notebook cell that opens the store is run
+again while the first object is still alive, or an agent and one of its tools
+each open the memory.  DuckDB gives both the same database, so SQL sees every
+row; the in-memory caches (vector and keyword indexes, working memory, salient
+ids, active sessions) must not answer from before the other object's write.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+
+import pytest
+
+from nbmemory import Memory
+from nbmemory.store import peers
+
+
+@pytest.fixture
+def pair(tmp_path):
+    path = str(tmp_path / "twice.duckdb")
+    first = Memory(path, embedder="hash", background_consolidation=False)
+    second = Memory(path, embedder="hash", background_consolidation=False)
+    yield first, second
+    second.close()
+    first.close()
+
+
+def contents(frame) -> set[str]:
+    return set(frame["content"])
+
+
+def context_texts(context) -> list[str]:
+    return [item.content for item in context]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
+def test_a_search_finds_what_the_other_object_added_after_it_built_its_indexes(pair, mode):
+    first, second = pair
+    first.add_event("s", "user", "I adopted a parrot named Kiwi")
+    first.flush()
+    assert "I adopted a parrot named Kiwi" in contents(first.search("parrot Kiwi", mode=mode))
+
+    second.add_event("s", "user", "my violin lesson moved to tuesday")
+    second.flush()  # its vector is written by the second object's worker
+
+    found = first.search("violin lesson tuesday", mode=mode, limit=5)
+    assert "my violin lesson moved to tuesday" in contents(found)
+
+
+def test_a_search_no_longer_finds_what_the_other_object_deleted(pair):
+    first, second = pair
+    event = first.add_event("s", "user", "the locker code is behind the poster")
+    first.flush()
+    assert len(first.search("locker code poster", mode="keyword")) == 1
+    assert len(first.search("locker code poster", mode="vector", threshold=0.5)) == 1
+
+    assert second.delete(event.id) == 1
+
+    assert first.search("locker code poster", mode="keyword").empty
+    assert first.search("locker code poster", mode="vector", threshold=0.5).empty
+
+
+def test_recent_turns_and_context_include_the_other_objects_turn(pair):
+    first, second = pair
+    first.add_event("chat", "user", "hello there")
+    assert list(first.recent("chat")["content"]) == ["hello there"]  # now cached
+
+    second.add_event("chat", "assistant", "hi, how can I help?")
+
+    assert list(first.recent("chat")["content"]) == ["hi, how can I help?", "hello there"]
+    assert "hi, how can I help?" in context_texts(first.get_context("chat"))
+
+
+def test_salient_memories_include_the_other_objects_important_one(pair):
+    first, second = pair
+    first.add_event("s", "user", "ok", importance=0.1)
+    before = first.get_context("other", salience_threshold=0.8)
+    assert "never forget: my blood type is O negative" not in context_texts(before)
+
+    second.add_event("s", "user", "never forget: my blood type is O negative", importance=0.95)
+
+    after = first.get_context("other", salience_threshold=0.8)
+    assert "never forget: my blood type is O negative" in context_texts(after)
+
+
+def test_an_object_closed_and_dropped_stops_being_told(tmp_path):
+    path = str(tmp_path / "dropped.duckdb")
+    first = Memory(path, embedder="hash", background_consolidation=False)
+    second = Memory(path, embedder="hash", background_consolidation=False)
+    second.close()
+    del second
+    gc.collect()
+    try:
+        first.add_event("s", "user", "still works after the other one went away")
+        first.flush()
+        assert len(first.search("still works", mode="keyword")) == 1
+        store = first._core.store
+        assert peers.count(store._peer_key) == 1  # the dropped one is not told
+    finally:
+        first.close()
+
+
+def test_a_session_the_other_object_started_is_touched_by_this_ones_writes(pair):
+    first, second = pair
+    first.add_event("warm-up", "user", "the active sessions are now cached")
+    sid = second.start_session("alice").session_id
+    later = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(hours=1)
+    first.clock = lambda: later
+
+    first.add_event(sid, "user", "hello from the first object")
+
+    assert second.get_session(sid).last_activity == later
