@@ -154,8 +154,12 @@ def measure(n: int, queries: int, k: int, cold_repeat: int, drop_caches: bool, f
     }
 
 
+#: Memories the session before a "-written" open adds.
+WRITTEN = 100
+
 COLD = """
 import json, sys, time
+WRITTEN = int(sys.argv[4])
 start = time.perf_counter()
 mode, folder = sys.argv[1], sys.argv[2]
 import numpy as np
@@ -169,6 +173,18 @@ elif mode == "stack":  # what any DataFrame answer from a DuckDB file pays
     con.sql("SELECT id, content FROM events LIMIT 5").df()
 elif mode == "import":  # nbmemory imported, nothing opened
     import nbmemory
+elif mode == "write":  # not timed: a session that adds memories, searches and closes
+    sys.path.insert(0, sys.argv[3])
+    from _common import FixedEmbedder
+    from nbmemory import Memory
+    mem = Memory(folder + "/bench.duckdb", embedder=FixedEmbedder(),
+                 background_consolidation=False)
+    mem.search("a first question", limit=5)
+    mem.add_events([{"session_id": "later", "role": "user", "content": f"w{i} w{i + 1} later"}
+                    for i in range(WRITTEN)])
+    mem.flush()
+    mem.search("a second question", limit=5)
+    mem.close()
 else:
     sys.path.insert(0, sys.argv[3])
     from _common import FixedEmbedder
@@ -184,11 +200,15 @@ print(json.dumps({"seconds": seconds, "rss_mb": peak / 1024, "trusted": trusted}
 
 
 #: vector, hybrid: the saved indexes are loaded and checked against the table (every
-#: row hashed), as the first open after the store changed; -unchanged: reopened with
-#: nothing written since the last check, which the record beside the copies shows.
+#: row hashed), as the first open after another program changed the store; -unchanged:
+#: reopened with nothing written since the last check, which the record beside the
+#: copies shows; -written: after a session that added WRITTEN memories and closed
+#: (its record says where the rows the copies lack are).
 COLD_MODES = ("numpy", "stack", "import", "vector", "hybrid")
-COLD_MODES += ("vector-unchanged", "hybrid-unchanged", "rebuild")
+COLD_MODES += ("vector-unchanged", "hybrid-unchanged", "vector-written", "hybrid-written")
+COLD_MODES += ("rebuild",)
 DROPPED_MODES = ("numpy", "stack", "vector", "hybrid", "vector-unchanged", "hybrid-unchanged")
+DROPPED_MODES += ("vector-written", "hybrid-written")
 
 
 def cold_opens(folder: str, repeat: int, modes: Sequence[str], drop: bool) -> dict[str, dict]:
@@ -210,12 +230,14 @@ def cold_opens(folder: str, repeat: int, modes: Sequence[str], drop: bool) -> di
         for mode in modes:
             if mode in ("vector", "hybrid"):
                 record.unlink(missing_ok=True)  # its run checks the rows (and records it)
+            if mode.endswith("-written"):
+                cold_open("write", folder)
             if drop:
                 drop_page_cache()
             else:
                 read_through(files_read(mode, folder))
             result = cold_open(mode, folder)
-            if copies and (result["trusted"] > 0) != mode.endswith("-unchanged"):
+            if copies and (result["trusted"] > 0) != mode.endswith(("-unchanged", "-written")):
                 raise SystemExit(f"the {mode} open was not the open it stands for: {result}")
             runs[mode].append(result)
     return {
@@ -269,7 +291,7 @@ def drop_page_cache() -> None:
 def cold_open(mode: str, folder: str) -> dict:
     """A new process: open the store (or np.load the vectors) and answer one search."""
     out = subprocess.run(
-        [sys.executable, "-c", COLD, mode, folder, str(Path(__file__).parent)],
+        [sys.executable, "-c", COLD, mode, folder, str(Path(__file__).parent), str(WRITTEN)],
         capture_output=True,
         text=True,
         check=True,
@@ -279,9 +301,9 @@ def cold_open(mode: str, folder: str) -> dict:
 
 
 def _pair(cold: dict, mode: str, floor: float | None = None) -> str:
-    """Seconds of the checked and the unchanged open of ``mode`` (or their ratio to
-    ``floor``), as "a / b"."""
-    both = [cold[mode]["seconds"], cold[f"{mode}-unchanged"]["seconds"]]
+    """Seconds of the checked, the written and the unchanged open of ``mode`` (or
+    their ratio to ``floor``), as "a / b / c"."""
+    both = [cold[m]["seconds"] for m in (mode, f"{mode}-written", f"{mode}-unchanged")]
     if floor is None:
         return " / ".join(f"{x:.2f}" for x in both)
     return " / ".join(f"{x / floor:.2f}x" for x in both)
@@ -365,14 +387,20 @@ def main() -> None:
         f" (median of {args.cold_repeat} processes; the files it reads in the page cache)"
     )
     print("(checked: the saved indexes are loaded and every row of the table hashed to check")
-    print(" them, as at the first open after the store changed; unchanged: reopened with")
-    print(" nothing written since the last check; rebuilt: index_cache=False; stack: numpy,")
+    print(" them, as at the first open after another program changed the store; written:")
+    print(f" after a session that added {WRITTEN} memories and closed, whose record says where")
+    print(" the rows the copies lack are; unchanged: reopened with nothing written since the")
+    print(" last check; rebuilt: index_cache=False; stack: numpy,")
     print(" pyarrow, duckdb and pandas imported and five rows read from the file as a")
     print(" DataFrame, what any DataFrame answer costs; import: `import nbmemory` alone)")
     saved = ("vector", "hybrid", "vector-unchanged", "hybrid-unchanged")
     print_table(
         ["memories", "numpy floor s (np.load + search)", "stack s", "import s"]
-        + ["vector s checked / unchanged", "hybrid s checked / unchanged", "hybrid s rebuilt"]
+        + [
+            "vector s checked / written / unchanged",
+            "hybrid s checked / written / unchanged",
+            "hybrid s rebuilt",
+        ]
         + ["vector / floor", "hybrid / floor", "peak RSS MiB numpy / vector / hybrid / rebuilt"],
         [
             [
@@ -393,8 +421,8 @@ def main() -> None:
         print("the same after dropping the page cache before each process (a first open")
         print("after a reboot: every file read from disk)")
         print_table(
-            ["memories", "numpy floor s", "stack s", "vector s checked / unchanged"]
-            + ["hybrid s checked / unchanged", "vector / floor", "hybrid / floor"],
+            ["memories", "numpy floor s", "stack s", "vector s checked / written / unchanged"]
+            + ["hybrid s checked / written / unchanged", "vector / floor", "hybrid / floor"],
             [
                 [
                     f"{r['n']:,}",

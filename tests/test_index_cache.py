@@ -441,29 +441,155 @@ def test_a_write_cut_short_by_a_kill_is_never_answered_from_the_copy(checked):
         assert counts(mem)["vector loads"] == 0
 
 
-def test_a_check_recorded_within_the_margin_of_a_change_is_done_again(saved, monkeypatch):
+def test_a_check_recorded_within_the_margin_of_a_copys_change_is_done_again(saved, monkeypatch):
     """File times are coarse: a write in the same tick as the record would not show, so
-    a record less than SETTLE_NS after the file's last change is not trusted."""
+    a record less than SETTLE_NS after a saved copy last changed is not trusted.  (The
+    store file needs no margin: every write DuckDB makes to it rewrites a database
+    header, which the record holds a digest of.)"""
     from nbmemory.retrieval.index_cache import SETTLE_NS
 
     with open_mem(saved) as mem:
         answers(mem)
     record = Path(saved + SUFFIX) / "checked.json"
     changed = max(os.stat(p).st_ctime_ns for p in Path(saved + SUFFIX).glob("*.np[yz]"))
-    changed = max(changed, os.stat(saved).st_ctime_ns)
     os.utime(record, ns=(changed + SETTLE_NS - 1, changed + SETTLE_NS - 1))
     with open_mem(saved) as mem:
         counts(mem)
-        hashed = mem.store.statements_run
-    _no_hashing(monkeypatch)
+        assert mem.indexes.cache.trusted == 0  # the rows were hashed
     os.utime(record, ns=(changed + SETTLE_NS, changed + SETTLE_NS))
+    _no_hashing(monkeypatch)
     with open_mem(saved) as mem:
         assert counts(mem)["vector loads"] == 1 and counts(mem)["keyword loads"] == 1
-        assert mem.store.statements_run < hashed
+        assert mem.indexes.cache.trusted == 2
+
+
+def test_every_checkpoint_changes_the_store_state_and_a_read_does_not(saved):
+    cache = IndexCache(saved)
+    before = cache.store_state()
+    with open_mem(saved, read_only=True) as mem:
+        answers(mem)
+    assert cache.store_state() == before
+    _foreign(saved, "UPDATE events SET importance = importance / 2")  # checkpointed at close
+    after = cache.store_state()
+    assert after is not None and before is not None
+    assert after[5] != before[5]  # the database headers
+
+
+# -- the record of a clean close ----------------------------------------------------------
+@pytest.fixture
+def settled(monkeypatch):
+    """File times here are fresh: the settling margin of the saved copies is lifted."""
+    from nbmemory.retrieval import index_cache
+
+    monkeypatch.setattr(index_cache, "SETTLE_NS", 0)
+
+
+def test_rows_added_then_closed_cleanly_are_read_after_the_copies_without_hashing(
+    saved, settled, monkeypatch
+):
+    with open_mem(saved) as mem:
+        answers(mem)  # both copies loaded: this process writes on top of them
+        added = fill(mem, 10, seed=1, session="t")
+        last = mem.add_event("t0", "user", "an unmistakable zeppelin").id
+        mem.flush()
+        expected = answers(mem)
+    record = json.loads((Path(saved + SUFFIX) / "checked.json").read_text())
+    assert record["tails"]["keywords"] == {"rows": 211}
+    assert record["tails"][f"vectors/{mem.model_name}"]["rows"] == 211
+    with open_mem(saved, index_cache=False) as mem:
+        assert answers(mem) == expected  # what a rebuilt index answers
+    _no_hashing(monkeypatch)
+    with open_mem(saved) as mem:
+        assert answers(mem) == expected
+        assert mem.search("zeppelin", mode="keyword")["id"].tolist() == [last]
+        assert counts(mem) == {
+            "keyword loads": 1,
+            "keyword rebuilds": 0,
+            "vector loads": 1,
+            "vector rebuilds": 0,
+        }
+        keywords = mem.indexes.keywords()
+        assert keywords.neighbours(added[5]) == (added[0], last)
+        more = mem.add_event("t0", "user", "and a second zeppelin").id
+        mem.flush()
+        expected = answers(mem)
+    with open_mem(saved) as mem:  # again, from this process's close
+        assert answers(mem) == expected
+        assert set(mem.search("zeppelin", mode="keyword")["id"]) == {last, more}
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        {"rows": "211"},
+        {"rows": 10**9, "from": 0},
+        {"rows": 211},
+        {"rows": 5},
+        "all",
+        {"rows": None},
+    ],
+)
+def test_a_record_whose_tails_are_damaged_is_not_trusted_for_them(saved, settled, tail):
+    with open_mem(saved) as mem:
+        answers(mem)
+        fill(mem, 10, seed=1, session="t")
+        expected = answers(mem)
+    path = Path(saved + SUFFIX) / "checked.json"
+    record = json.loads(path.read_text())
+    record["tails"] = {key: tail for key in record["tails"]}
+    path.write_text(json.dumps(record))
+    with open_mem(saved) as mem:
+        assert answers(mem) == expected
+        assert counts(mem)["vector loads"] + counts(mem)["vector rebuilds"] == 1
+
+
+def test_a_row_dated_before_the_copys_last_is_not_left_out(saved, settled):
+    with open_mem(saved) as mem:
+        answers(mem)
+        mem.add_event("old", "user", "an unmistakable zeppelin", created_at="2001-01-01")
+        expected = answers(mem)
+    record = json.loads((Path(saved + SUFFIX) / "checked.json").read_text())
+    assert "keywords" not in record.get("tails", {})  # it sorts among the copy's rows
+    with open_mem(saved) as mem:
+        assert answers(mem) == expected
+        assert len(mem.search("zeppelin", mode="keyword")) == 1
+
+
+def test_a_foreign_write_after_a_clean_close_is_never_answered_from_the_copy(saved, settled):
+    with open_mem(saved) as mem:
+        answers(mem)
+        event = mem.add_event("t", "user", "an unmistakable zeppelin").id
+    _foreign(saved, f"UPDATE events SET content = 'a quiet harbour' WHERE id = '{event}'")
+    record = Path(saved + SUFFIX) / "checked.json"
+    later = os.stat(saved).st_ctime_ns + 10**9  # even a record that looks made after it
+    os.utime(record, ns=(later, later))
+    with open_mem(saved) as mem:
+        assert mem.search("zeppelin", mode="keyword").empty
+        assert mem.search("harbour", mode="keyword")["id"].tolist() == [event]
+
+
+def test_a_close_while_another_memory_has_the_file_open_records_nothing(saved, settled):
+    record = Path(saved + SUFFIX) / "checked.json"
+    first, second = open_mem(saved), open_mem(saved)
+    try:
+        answers(first)
+        first.add_event("t", "user", "an unmistakable zeppelin")
+        record.unlink(missing_ok=True)
+        first.close()
+        assert not record.exists()  # the second one may still write
+        second.add_event("t", "user", "a second zeppelin")
+        answers(second)
+    finally:
+        first.close()
+        second.close()
+    assert json.loads(record.read_text())["tails"]  # the last one out records
+    with open_mem(saved) as mem:
+        assert len(mem.search("zeppelin", mode="keyword")) == 2
 
 
 def test_a_read_only_open_records_no_check_and_a_foreign_record_is_left_alone(saved):
     record = Path(saved + SUFFIX) / "checked.json"
+    record.unlink()  # the one the writer's clean close made
     with open_mem(saved, read_only=True) as mem:
         answers(mem)
     assert not record.exists()

@@ -317,8 +317,15 @@ class Memory:
         self._consolidation.stop_consolidation()
         if self._core.worker is not None:
             self._core.worker.stop()
-        self._core.store.close()
-        self._core.indexes.clear()
+        store, indexes = self._core.store, self._core.indexes
+        if indexes.cache is not None and store.sole_writer():
+            # where the rows the saved indexes lack are, for the next process (no hashing)
+            record = store.close_after(indexes.closing_record)
+            if record is not None:
+                indexes.record_closed(record)
+        else:
+            store.close()
+        indexes.clear()
         _OPEN.discard(self)
 
     @property

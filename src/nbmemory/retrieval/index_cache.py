@@ -22,13 +22,23 @@ Hashing every row still means reading every vector (at a million, half a second
 of the time a new process takes to its first answer).  So when that check
 passes with nothing added since, it is written down (``checked.json``): the
 store file's identity and state then (device, inode, size, modification and
-change times, no write-ahead log) and those of the saved copies.  A process that
-finds the store file and the copies exactly in that state uses the copies without
-hashing: any write to the file, by any program, changes its change time (which
-no program can set back), and a pending one leaves a write-ahead log.  As git
-does with its index, a record made within :data:`SETTLE_NS` of the file's last
-change is not trusted (a write in the same tick of a coarse clock would not show),
-and the check is simply done again.
+change times, a digest of DuckDB's database headers, no write-ahead log) and
+those of the saved copies.  A process that finds the store file and the copies
+exactly in that state uses the copies without hashing: DuckDB writes the file
+only when it checkpoints, and every checkpoint writes a new database header (its
+iteration counter goes up), so any write by DuckDB changes the digest, and a
+pending one leaves a write-ahead log; a write by any other program changes the
+change time, which no program can set back.  As git does with its index, a
+record made within :data:`SETTLE_NS` of a saved copy's last change is not trusted
+(a write in the same tick of a coarse clock would not show), and the check is
+simply done again.
+
+A process that closes the store cleanly, the only one writing it, records the
+same for what it wrote: its indexes are the saved copies plus the rows it added
+(a deletion or a changed text would have removed the copies), so the record names
+the table's rows then, and the next process reads only the rows after the
+copies' (the keyword index's: after the last one's time and ``seq``; the vector
+index's: after its count, in the table's order) instead of hashing every row.
 
 Deleting or changing text removes the saved copies at once (they hold the terms
 and vectors of what was forgotten); they are written again at the next full
@@ -76,8 +86,12 @@ SETTLE_NS = 2_000_000_000
 #: The record of the last check that found the saved copies matching the store.
 CHECKED = "checked.json"
 
-#: (device, inode, size, modification ns, change ns) of a file.
-FileState = tuple[int, int, int, int, int]
+#: (device, inode, size, modification ns, change ns) of a file; the store file's has a
+#: sixth member, the digest of its database headers (:func:`database_headers`).
+FileState = tuple[int, ...]
+#: Where DuckDB keeps its two database headers (after the 4 KiB file header), one
+#: written at each checkpoint with a larger iteration counter.
+_DATABASE_HEADERS = (4096, 12288)
 
 
 def file_state(path: Path | str) -> FileState | None:
@@ -87,6 +101,20 @@ def file_state(path: Path | str) -> FileState | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def database_headers(path: Path | str) -> int | None:
+    """A digest of a DuckDB file's database headers (any checkpoint changes it)."""
+    start, end = _DATABASE_HEADERS
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            headers = handle.read(end - start)
+    except OSError:
+        return None
+    if len(headers) != end - start:
+        return None
+    return int.from_bytes(hashlib.blake2b(headers, digest_size=8).digest(), "little")
 
 
 @dataclass
@@ -132,14 +160,18 @@ class IndexCache:
         hashes = arrays.pop("row_hashes")
         return SavedKeywords(arrays, hashes, files)
 
-    def save_keywords(self, arrays: dict[str, np.ndarray], hashes: np.ndarray) -> None:
-        """Save the keyword index (``arrays``) for rows with these hashes, in its order."""
+    def save_keywords(
+        self, arrays: dict[str, np.ndarray], hashes: np.ndarray
+    ) -> dict[str, FileState | None] | None:
+        """Save the keyword index (``arrays``) for rows with these hashes, in its order;
+        returns the state of the file written (None when nothing was)."""
         if len(hashes) < self.min_rows or not self._writable("keywords.npz"):
-            return
+            return None
         header = self._header("keywords", rows=len(hashes))
-        self._write_npz(
-            self.folder / "keywords.npz", {**arrays, "row_hashes": hashes, "header": header}
-        )
+        path = self.folder / "keywords.npz"
+        if not self._write_npz(path, {**arrays, "row_hashes": hashes, "header": header}):
+            return None
+        return {path.name: file_state(path)}
 
     # -- vectors -----------------------------------------------------------------------
     def load_vectors(self, model: str) -> SavedVectors | None:
@@ -180,11 +212,12 @@ class IndexCache:
         codes: np.ndarray,
         matrix: np.ndarray,
         hashes: np.ndarray,
-    ) -> None:
-        """Save a vector index: ``matrix`` rows in the order of ``ids`` and ``hashes``."""
+    ) -> dict[str, FileState | None] | None:
+        """Save a vector index: ``matrix`` rows in the order of ``ids`` and ``hashes``;
+        returns the state of the files written (None when nothing was)."""
         name = _model_file(model)
         if len(ids) < self.min_rows or not self._writable(f"{name}.npz"):
-            return
+            return None
         matrix_name = f"{name}-{uuid.uuid4().hex[:12]}.npy"
         path = self.folder / matrix_name
         capacity = len(ids) + max(1024, int(len(ids) * HEADROOM))
@@ -207,7 +240,7 @@ class IndexCache:
             log.info("could not save the vector index of %s: %s", model, exc)
             with contextlib.suppress(OSError):
                 path.unlink()
-            return
+            return None
         header = self._header("vectors", rows=len(ids), model=model, matrix=matrix_name)
         arrays = {
             **pack_strings("ids", ids),
@@ -217,14 +250,18 @@ class IndexCache:
             "row_hashes": hashes,
             "header": header,
         }
-        if self._write_npz(self.folder / f"{name}.npz", arrays):
-            for old in self.folder.glob(f"{name}-*.npy"):  # earlier matrices of the model
-                if old.name != matrix_name:
-                    with contextlib.suppress(OSError):
-                        old.unlink()
-        else:
+        if not self._write_npz(self.folder / f"{name}.npz", arrays):
             with contextlib.suppress(OSError):
                 path.unlink()
+            return None
+        for old in self.folder.glob(f"{name}-*.npy"):  # earlier matrices of the model
+            if old.name != matrix_name:
+                with contextlib.suppress(OSError):
+                    old.unlink()
+        return {
+            f"{name}.npz": file_state(self.folder / f"{name}.npz"),
+            matrix_name: file_state(path),
+        }
 
     # -- checks --------------------------------------------------------------------------
     def store_state(self) -> FileState | None:
@@ -232,40 +269,75 @@ class IndexCache:
         it (a write in progress, or a crash: the file alone is not the store then)."""
         if os.path.exists(self.store_path + ".wal"):
             return None
-        return file_state(self.store_path)
+        state = file_state(self.store_path)
+        headers = database_headers(self.store_path)
+        if state is None or headers is None:
+            return None
+        return (*state, headers)
 
-    def checked(self, state: FileState | None, files: dict[str, FileState | None]) -> bool:
-        """Whether the last recorded check found these saved files matching the store
-        in exactly this ``state``, recorded long enough after either last changed."""
+    def checked(
+        self, state: FileState | None, files: dict[str, FileState | None], index: str
+    ) -> dict[str, Any] | None:
+        """None unless a record found these saved files matching the store in exactly
+        this ``state``, made long enough after the files last changed.  Else what the
+        record says ``index`` (``keywords``, ``vectors/<model>``) holds beyond its
+        saved copy: ``{}`` nothing, or where the rows added since are (a clean close)."""
         if state is None or None in files.values():
-            return False
+            return None
         path = self.folder / CHECKED
         recorded = file_state(path)
         record = self._read_record(path)
         if record is None or recorded is None or record.get("store") != list(state):
-            return False
+            return None
         written = recorded[3]
-        changes = [state[3], state[4]]
         for name, current in files.items():
-            if record.get("files", {}).get(name) != list(current or ()):
-                return False
-            changes += [current[3], current[4]] if current else []
-        if all(written - change >= SETTLE_NS for change in changes):
-            self.trusted += 1
-            return True
-        return False
+            if record.get("files", {}).get(name) != list(current or ()) or current is None:
+                return None
+            if written - current[3] < SETTLE_NS or written - current[4] < SETTLE_NS:
+                return None
+        tail = record.get("tails", {}).get(index, {})
+        if not isinstance(tail, dict):
+            return None
+        self.trusted += 1
+        return tail
 
-    def mark_checked(self, state: FileState | None, files: dict[str, FileState | None]) -> None:
-        """Record that the saved ``files`` were just found matching the store in
-        ``state`` (taken before the check read anything)."""
+    def mark_checked(
+        self, state: FileState | None, files: dict[str, FileState | None], index: str
+    ) -> None:
+        """Record that the saved ``files`` of ``index`` were just found matching the
+        store in ``state`` (taken before the check read anything), nothing added since."""
         if state is None or None in files.values() or not self._writable_record():
             return
-        path = self.folder / CHECKED
-        record = self._read_record(path)
+        record = self._read_record(self.folder / CHECKED)
         if record is None or record.get("store") != list(state):
             record = {"magic": _MAGIC, "format": FORMAT, "kind": "checked", "store": list(state)}
         names = record.setdefault("files", {})
         names.update({name: list(current or ()) for name, current in files.items()})
+        record.get("tails", {}).pop(index, None)
+        self._write_record(record)
+
+    def record_closed(
+        self,
+        state: FileState | None,
+        files: dict[str, FileState | None],
+        tails: dict[str, dict[str, Any]],
+    ) -> bool:
+        """Record, after a clean close, that the store in ``state`` holds the saved
+        ``files`` and after them the rows ``tails`` names for each index."""
+        if state is None or None in files.values() or not self._writable_record():
+            return False
+        record = {
+            "magic": _MAGIC,
+            "format": FORMAT,
+            "kind": "checked",
+            "store": list(state),
+            "files": {name: list(current or ()) for name, current in files.items()},
+            "tails": tails,
+        }
+        return self._write_record(record)
+
+    def _write_record(self, record: dict[str, Any]) -> bool:
+        path = self.folder / CHECKED
         temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
         try:
             temporary.write_text(json.dumps(record))
@@ -274,6 +346,8 @@ class IndexCache:
             log.info("could not record the check of the saved indexes: %s", exc)
             with contextlib.suppress(OSError):
                 temporary.unlink()
+            return False
+        return True
 
     def _read_record(self, path: Path) -> dict[str, Any] | None:
         try:
@@ -286,6 +360,7 @@ class IndexCache:
             or record.get("format") != FORMAT
             or record.get("kind") != "checked"
             or not isinstance(record.get("files", {}), dict)
+            or not isinstance(record.get("tails", {}), dict)
         ):
             return None
         return record

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +22,7 @@ import pyarrow.compute as pc
 
 from ..errors import LargeStoreWarning
 from ..store import Change, Store
+from ..store.events import NO_TIME
 from .index_cache import MAX_TAIL, FileState, IndexCache
 from .keyword_index import KeywordIndex
 from .vector_index import VectorIndex, normalise_in_place
@@ -36,6 +39,37 @@ def physical_memory() -> int | None:
         return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (AttributeError, ValueError, OSError):
         return None
+
+
+@dataclass
+class Standing:
+    """What an index holds of a saved copy: the copy's rows (the table's first
+    ``rows`` when it was loaded or saved) and the state of its files then.  Kept
+    while every change since only added rows after them, so a clean close can
+    record where the rest are (:meth:`Indexes.closing_record`)."""
+
+    rows: int
+    files: dict[str, FileState | None]
+    #: The keyword copy's last row as (created_at in epoch microseconds, seq).
+    after: tuple[int, int] | None = None
+
+
+#: The key of the keyword index in :attr:`Indexes._standing` and in the record of a check.
+KEYWORDS = "keywords"
+
+
+def vectors_key(model: str) -> str:
+    """The key of ``model``'s vector index in :attr:`Indexes._standing` and the record."""
+    return f"vectors/{model}"
+
+
+def last_key(created: np.ndarray, seq: np.ndarray) -> tuple[int, int] | None:
+    """The (created, seq) that sorts last, or None when some row has no time (those
+    sort last in the table, first in the index) or there are none."""
+    if not len(created) or bool((created == NO_TIME).any()):
+        return None
+    newest = int(created.max())
+    return newest, int(seq[created == newest].max())
 
 
 def warn_if_too_large(rows: int, dim: int) -> bool:
@@ -66,6 +100,8 @@ class Indexes:
         self._vectors: dict[str, VectorIndex] = {}
         self._keywords = KeywordIndex()
         self._warned: set[str] = set()  # models whose size was warned about
+        #: "keywords" or "vectors/<model>" -> what that index holds of its saved copy.
+        self._standing: dict[str, Standing] = {}
         store.listen(self.follow)
 
     def vectors(self, model: str) -> VectorIndex:
@@ -101,27 +137,39 @@ class Indexes:
         if cache is not None and self._load_keywords(index, cache):
             return
         table = self.store.events.text_table()
+        created, seq = table.column("created").to_numpy(), table.column("seq").to_numpy()
         index.rebuild_columns(
             table.column("id").to_pylist(),
             table.column("namespace"),
             table.column("session_id"),
             table.column("content").to_pylist(),
-            table.column("created").to_numpy(),
-            table.column("seq").to_numpy(),
+            created,
+            seq,
         )
+        self._standing.pop(KEYWORDS, None)
         if cache is not None and not self.store.in_transaction:
-            cache.save_keywords(index.to_arrays(), table.column("h").to_numpy())
+            files = cache.save_keywords(index.to_arrays(), table.column("h").to_numpy())
+            if files is not None:
+                self._standing[KEYWORDS] = Standing(len(table), files, last_key(created, seq))
 
     def _load_keywords(self, index: KeywordIndex, cache: IndexCache) -> bool:
         state = self._store_state(cache)  # before anything is read
         saved = cache.load_keywords()
         if saved is None:
             return False
-        if cache.checked(state, saved.files):
-            seqs, tail = None, 0  # the file is as it was when the copy last matched
-        else:
+        n = len(saved.hashes)
+        after = last_key(saved.arrays["created"][:n], saved.arrays["seq"][:n])
+        trust = cache.checked(state, saved.files, KEYWORDS)
+        added: list[Any] | None = None  # rows the table holds after the copy's
+        if trust is not None and "rows" in trust:  # a clean close said where they are
+            rows = trust["rows"]
+            if after is not None and type(rows) is int and rows >= n:
+                added = self.store.events.text_rows_after(*after)
+            if added is None or n + len(added) != rows:
+                trust, added = None, None
+        seqs = None
+        if trust is None:  # hash every row: does the table start with the copy's?
             seqs, hashes = self.store.events.text_hashes()
-            n = len(saved.hashes)
             tail = len(hashes) - n
             if tail < 0 or tail > n * MAX_TAIL or not np.array_equal(hashes[:n], saved.hashes):
                 return False
@@ -130,12 +178,13 @@ class Indexes:
         except (ValueError, KeyError, IndexError) as exc:
             log.info("not using the saved keyword index: %s", exc)
             return False
-        if seqs is None:
-            return True
-        if tail:
-            index.add(self.store.events.text_rows_of(seqs[len(saved.hashes) :].tolist()))
-        else:
-            cache.mark_checked(state, saved.files)
+        self._standing[KEYWORDS] = Standing(n, saved.files, after)
+        if added:
+            index.add(added)
+        elif seqs is not None and len(seqs) > n:
+            index.add(self.store.events.text_rows_of(seqs[n:].tolist()))
+        elif seqs is not None:
+            cache.mark_checked(state, saved.files, KEYWORDS)
         return True
 
     def _store_state(self, cache: IndexCache) -> FileState | None:
@@ -150,21 +199,37 @@ class Indexes:
         if cache is not None and self._load_vectors(index, cache):
             return
         self._read_vectors(index)
+        key = vectors_key(index.model)
+        self._standing.pop(key, None)
         if cache is not None and index.dim and not self.store.in_transaction:
             ids, hashes = self.store.vectors.hashes(index.model, index.dim)
             state = index.state()
             if ids.to_pylist() == state[0]:  # the table's order: what the next process compares
-                cache.save_vectors(index.model, *state, hashes)
+                files = cache.save_vectors(index.model, *state, hashes)
+                if files is not None:
+                    self._standing[key] = Standing(len(state[0]), files)
 
     def _load_vectors(self, index: VectorIndex, cache: IndexCache) -> bool:
         state = self._store_state(cache)  # before anything is read
         saved = cache.load_vectors(index.model)
         if saved is None:
             return False
+        key = vectors_key(index.model)
+        n, dim = len(saved.ids), saved.matrix.shape[1]
+        trust = cache.checked(state, saved.files, key)
+        added: pa.Table | None = None  # rows the table holds after the copy's
+        if trust is not None and "rows" in trust:  # a clean close said where they are
+            rows, first = trust["rows"], trust.get("from")
+            if type(rows) is not int or rows < n or (rows > n and type(first) is not int):
+                trust = None
+            else:
+                if rows > n:
+                    added = self.store.vectors.rows_from(index.model, dim, int(first or 0))
+                if n + (added.num_rows if added is not None else 0) != rows:
+                    trust, added = None, None
         ids = None  # the table's, when it had to be hashed
-        if not cache.checked(state, saved.files):  # else: as it was when the copy matched
-            ids, hashes = self.store.vectors.hashes(index.model, saved.matrix.shape[1])
-            n = len(saved.ids)
+        if trust is None:  # hash every row: does the table start with the copy's vectors?
+            ids, hashes = self.store.vectors.hashes(index.model, dim)
             tail = len(hashes) - n
             if (
                 tail < 0
@@ -181,18 +246,24 @@ class Indexes:
             saved.order,
             saved.ids,
         )
-        if ids is None:
+        if added is not None and added.num_rows:
+            new = added.column(0).to_pylist()
+            if len(set(new)) != len(new) or any(index.holds(event_id) for event_id in new):
+                log.info("the rows after the saved vectors are not new ones: rebuilding")
+                return False  # built from the table instead (not expected: see the record)
+            block = added.column(2).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            index.upsert(new, added.column(1).to_pylist(), block.reshape(-1, dim))
+        self._standing[key] = Standing(n, saved.files)
+        if ids is None or len(ids) == n:
+            if ids is not None:
+                cache.mark_checked(state, saved.files, key)
             return True
-        if not tail:
-            cache.mark_checked(state, saved.files)
-            return True
-        added = ids.slice(n).to_pylist()
-        rows = self.store.vectors.rows_of(index.model, added)
+        tail_ids = ids.slice(n).to_pylist()
+        rows = self.store.vectors.rows_of(index.model, tail_ids)
         order = {event_id: i for i, event_id in enumerate(rows.column(0).to_pylist())}
-        rows = rows.take([order[event_id] for event_id in added])
-        dim = saved.matrix.shape[1]
+        rows = rows.take([order[event_id] for event_id in tail_ids])
         block = rows.column(2).combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        index.upsert(added, rows.column(1).to_pylist(), block.reshape(-1, dim))
+        index.upsert(tail_ids, rows.column(1).to_pylist(), block.reshape(-1, dim))
         return True
 
     def _read_vectors(self, index: VectorIndex) -> None:
@@ -244,6 +315,7 @@ class Indexes:
             return
         if self.cache is not None and (change.deleted or change.retexted or change.unvectored):
             self.cache.discard()  # the saved copies may hold what was just forgotten
+            self._standing.clear()
         self._follow_vectors(change)
         keywords = self._keywords
         with keywords._lock:
@@ -251,6 +323,7 @@ class Indexes:
                 return
             gone = change.deleted + [row[0] for row in change.retexted]
             if gone:
+                self._standing.pop(KEYWORDS, None)
                 keywords.remove(gone)
             deleted = set(change.deleted)
             texts = [
@@ -269,8 +342,11 @@ class Indexes:
                 written = [v for v in change.vectors if v.model == model]
                 moved = [i for v in change.vectors if v.model != model for i in v.ids]
                 if lost or moved:
+                    self._standing.pop(vectors_key(model), None)
                     index.remove(lost + moved)
                 for vectors in written:
+                    if any(index.holds(event_id) for event_id in vectors.ids):
+                        self._standing.pop(vectors_key(model), None)  # a vector replaced
                     index.upsert(vectors.ids, vectors.namespaces, vectors.matrix)
 
     def prepare_lookups(self) -> None:
@@ -285,8 +361,58 @@ class Indexes:
         for index in self._vectors.values():
             index.stale = True
         self._keywords.stale = True
+        self._standing.clear()
 
     def clear(self) -> None:
         """Drop what the indexes hold (the store closed)."""
         self._vectors.clear()
         self._keywords = KeywordIndex()
+        self._standing.clear()
+
+    # -- a clean close -----------------------------------------------------------------
+    def closing_record(self) -> tuple[dict[str, FileState | None], dict[str, Any]] | None:
+        """What a clean close may record beside the saved copies (call under the store's
+        locks, just before it closes): for each index that still stands on its saved
+        copy, the copy's files and how many rows the table holds, every one the copy
+        lacks after its last.  None when there is nothing to record, or when another
+        writer may write after this close (a shared store, another ``Memory`` open on
+        the file in this process)."""
+        store = self.store
+        if self.cache is None or not store.sole_writer() or store.in_transaction:
+            return None
+        files: dict[str, FileState | None] = {}
+        tails: dict[str, Any] = {}
+        keywords = self._keywords
+        standing = self._standing.get(KEYWORDS)
+        if standing is not None and standing.after is not None and not keywords.stale:
+            total, after = store.events.text_count_after(*standing.after)
+            if total - after == standing.rows and total == len(keywords):
+                files.update(standing.files)
+                tails[KEYWORDS] = {"rows": total}
+        for model, index in self._vectors.items():
+            standing = self._standing.get(vectors_key(model))
+            if standing is None or index.stale or index.dim is None:
+                continue
+            tail = index.ids_after(standing.rows)
+            if len(index) != standing.rows + len(tail):
+                continue
+            record: dict[str, Any] = {"rows": len(index)}
+            if tail:  # DuckDB's rowid of the first: the next process reads from there
+                first = store.vectors.first_row(model, index.dim, tail)
+                if first is None:
+                    continue
+                before, after = store.vectors.count_around(model, index.dim, first)
+                if (before, after) != (standing.rows, len(tail)):
+                    continue  # the table does not hold them last: nothing to record
+                record["from"] = first
+            elif store.vectors.count_of(model, index.dim) != standing.rows:
+                continue
+            files.update(standing.files)
+            tails[vectors_key(model)] = record
+        return (files, tails) if tails else None
+
+    def record_closed(self, record: tuple[dict[str, FileState | None], dict[str, Any]]) -> bool:
+        """Write what :meth:`closing_record` found, once the store file is closed (its
+        state then: DuckDB checkpoints at close)."""
+        assert self.cache is not None
+        return self.cache.record_closed(self.cache.store_state(), *record)

@@ -51,6 +51,16 @@ class VectorIndex:
     def __len__(self) -> int:
         return self._live
 
+    def ids_after(self, rows: int) -> list[str]:
+        """The live ids of the rows after the first ``rows``, in row order."""
+        with self._lock:
+            return [i for i in self._ids[rows : self._size] if i is not None]
+
+    def holds(self, event_id: str) -> bool:
+        """Whether the index has a live row for ``event_id``."""
+        pos = self._pos.get(event_id)
+        return pos is not None and bool(self._alive[pos])
+
     def prepare_lookups(self) -> None:
         """Make the id dictionary on a thread if ids were looked up without it."""
         self._pos.start_making()

@@ -86,6 +86,9 @@ class Store:
     vectors_class: type[EventVectors] = EventVectors
     #: Whether :meth:`beside` runs on a cursor of its own (else it is a plain transaction).
     writes_beside = True
+    #: Whether the connection stays open from open to close (a shared store lets go of
+    #: the file between calls: other processes write it meanwhile).
+    holds_file = True
 
     def __init__(
         self, path: str | os.PathLike[str], *, read_only: bool = False, adopt: bool = False
@@ -167,6 +170,30 @@ class Store:
             con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             con.execute(f"SET disabled_compression_methods = '{DISABLED_COMPRESSION}'")
         return con
+
+    def sole_writer(self) -> bool:
+        """Whether nothing but this store can write the file until it closes: DuckDB
+        keeps other processes out, and no other store of this process has it open."""
+        return (
+            self.holds_file
+            and self.backend == "file"
+            and not self.read_only
+            and not self.closed
+            and peers.count(self._peer_key) == 1
+        )
+
+    def close_after(self, last: Callable[[], T]) -> T | None:
+        """Run ``last()`` under the locks, with nothing else running, then close (once
+        DuckDB has checkpointed, the file holds everything ``last`` saw).  The store
+        closes even when ``last`` fails (None then; the failure is logged)."""
+        with self._rows_held(), self._lock:
+            try:
+                return last()
+            except Exception:
+                log.warning("nbmemory: the last step before closing failed", exc_info=True)
+                return None
+            finally:
+                self.close()
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

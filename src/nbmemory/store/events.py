@@ -24,6 +24,12 @@ _READ = ", ".join(READ_COLUMNS)
 _TEXT_ROW = "id, namespace, session_id, content, created_at, seq"
 #: A hash of what a keyword index reads from a row (a saved index is checked against it).
 _TEXT_HASH = "hash(id, namespace, session_id, content, created_at, seq)"
+#: After (created_at as epoch microseconds, seq) given as parameters, in the order
+#: ``ORDER BY created_at, seq`` reads (a missing time last).
+_AFTER = (
+    "created_at IS NULL OR created_at > make_timestamp(?::BIGINT)"
+    " OR (created_at = make_timestamp(?::BIGINT) AND seq > ?)"
+)
 #: created_at as epoch microseconds, a missing one as the parameter (:data:`NO_TIME`).
 _CREATED_US = "coalesce(epoch_us(created_at), ?)"
 #: The order of an event without a time in the keyword index: before every dated one.
@@ -223,6 +229,26 @@ class EventsTable(TableObject):
             table.column(0).to_numpy().astype(np.int64),
             table.column(1).to_numpy().astype(np.uint64),
         )
+
+    def text_rows_after(self, created_us: int, seq: int) -> list[TextRow]:
+        """(id, namespace, session_id, content, created_at, seq) of the events with text
+        after the one at (``created_us``, ``seq``) in the order of :meth:`text_hashes`
+        (events without a time come last), oldest first."""
+        rows: list[TextRow] = self.store.run(
+            f"SELECT {_TEXT_ROW} FROM events WHERE content IS NOT NULL AND ({_AFTER})"
+            " ORDER BY created_at, seq",
+            [created_us, created_us, seq],
+        )
+        return rows
+
+    def text_count_after(self, created_us: int, seq: int) -> tuple[int, int]:
+        """(events with text, those of them after (``created_us``, ``seq``)): whether
+        every event a saved keyword index lacks comes after its last one."""
+        rows = self.store.run(
+            f"SELECT count(*), count(*) FILTER ({_AFTER}) FROM events WHERE content IS NOT NULL",
+            [created_us, created_us, seq],
+        )
+        return int(rows[0][0]), int(rows[0][1])
 
     def text_rows_of(self, seqs: Sequence[int]) -> list[TextRow]:
         """(id, namespace, session_id, content, created_at, seq) of the events with text

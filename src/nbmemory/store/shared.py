@@ -152,6 +152,7 @@ class SharedStore(Store):
 
     #: The file is let go between operations: no cursor can be kept beside the caller's.
     writes_beside = False
+    holds_file = False
 
     def __init__(
         self,

@@ -85,6 +85,44 @@ class EventVectors(TableObject):
         ids = table.column(0).combine_chunks()  # compared whole, never as Python strings
         return ids, table.column(1).to_numpy().astype(np.uint64)
 
+    def count_of(self, model: str, dim: int) -> int:
+        """How many ``dim``-long vectors of ``model`` the table holds."""
+        rows = self.store.run(
+            "SELECT count(*) FROM event_vectors WHERE model = ? AND len(embedding) = ?",
+            [model, dim],
+        )
+        return int(rows[0][0])
+
+    def first_row(self, model: str, dim: int, ids: Sequence[str]) -> int | None:
+        """The smallest DuckDB ``rowid`` of the ``dim``-long vectors of ``model`` for
+        these events (None for none)."""
+        rows = self.store.run(
+            "SELECT min(rowid) FROM event_vectors WHERE model = ? AND len(embedding) = ?"
+            " AND id IN (SELECT unnest(?::VARCHAR[]))",
+            [model, dim, list(ids)],
+        )
+        return None if rows[0][0] is None else int(rows[0][0])
+
+    def count_around(self, model: str, dim: int, rowid: int) -> tuple[int, int]:
+        """(how many ``dim``-long vectors of ``model`` come before ``rowid``, how many from it)."""
+        rows = self.store.run(
+            "SELECT count(*) FILTER (rowid < ?), count(*) FILTER (rowid >= ?)"
+            " FROM event_vectors WHERE model = ? AND len(embedding) = ?",
+            [rowid, rowid, model, dim],
+        )
+        return int(rows[0][0]), int(rows[0][1])
+
+    def rows_from(self, model: str, dim: int, rowid: int) -> pa.Table:
+        """(id, namespace, embedding) of the ``dim``-long vectors of ``model`` from DuckDB's
+        ``rowid`` on (a filter DuckDB answers without reading the rows before it)."""
+        table: pa.Table = self.store.run(
+            "SELECT id, namespace, embedding FROM event_vectors WHERE rowid >= ?"
+            " AND model = ? AND len(embedding) = ?",
+            [rowid, model, dim],
+            "arrow",
+        )
+        return table
+
     def rows_of(self, model: str, ids: Sequence[str]) -> pa.Table:
         """(id, namespace, embedding) of ``model``'s vectors of these events."""
         table: pa.Table = self.store.run(
