@@ -202,7 +202,7 @@ class Indexes:
         key = vectors_key(index.model)
         self._standing.pop(key, None)
         if cache is not None and index.dim and not self.store.in_transaction:
-            ids, hashes = self.store.vectors.hashes(index.model, index.dim)
+            ids, hashes, _ = self.store.vectors.hashes(index.model, index.dim)
             state = index.state()
             if ids.to_pylist() == state[0]:  # the table's order: what the next process compares
                 files = cache.save_vectors(index.model, *state, hashes)
@@ -229,7 +229,7 @@ class Indexes:
                     trust, added = None, None
         ids = None  # the table's, when it had to be hashed
         if trust is None:  # hash every row: does the table start with the copy's vectors?
-            ids, hashes = self.store.vectors.hashes(index.model, dim)
+            ids, hashes, rowids = self.store.vectors.hashes(index.model, dim)
             tail = len(hashes) - n
             if (
                 tail < 0
@@ -259,7 +259,12 @@ class Indexes:
                 cache.mark_checked(state, saved.files, key)
             return True
         tail_ids = ids.slice(n).to_pylist()
-        rows = self.store.vectors.rows_of(index.model, tail_ids)
+        start = int(rowids[n:].min())
+        rows = None
+        if n == 0 or int(rowids[:n].max()) < start:  # the tail is all the table holds from there
+            rows = self.store.vectors.rows_from(index.model, dim, start)  # no scan of the rest
+        if rows is None or rows.num_rows != len(tail_ids):  # (a scan of every vector's block)
+            rows = self.store.vectors.rows_of(index.model, tail_ids)
         order = {event_id: i for i, event_id in enumerate(rows.column(0).to_pylist())}
         rows = rows.take([order[event_id] for event_id in tail_ids])
         block = rows.column(2).combine_chunks().flatten().to_numpy(zero_copy_only=False)

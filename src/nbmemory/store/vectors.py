@@ -64,15 +64,15 @@ class EventVectors(TableObject):
         rows = self.store.run("SELECT count(*) FROM event_vectors WHERE model = ?", [model])
         return int(rows[0][0])
 
-    def hashes(self, model: str, dim: int) -> tuple[pa.Array, np.ndarray]:
-        """(ids, hashes) of the ``dim``-long vectors of ``model`` in the order
-        :meth:`batches` reads them.  A hash covers the id, the namespace and the
+    def hashes(self, model: str, dim: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+        """(ids, hashes, DuckDB rowids) of the ``dim``-long vectors of ``model`` in the
+        order :meth:`batches` reads them.  A hash covers the id, the namespace and the
         vector's projection on a fixed random direction, so a saved vector index is
         used only while the table still starts with the very vectors it holds."""
         batches = list(
             self.store.stream(
                 "SELECT id, hash(id, namespace, CASE WHEN len(embedding) = ? THEN"
-                " list_dot_product(embedding, ?::FLOAT[]) END) AS h"
+                " list_dot_product(embedding, ?::FLOAT[]) END) AS h, rowid"
                 " FROM event_vectors WHERE model = ? AND len(embedding) = ?",
                 [dim, _direction(dim).tolist(), model, dim],
                 65536,
@@ -80,10 +80,12 @@ class EventVectors(TableObject):
             )
         )
         if not batches:
-            return pa.array([], pa.string()), np.zeros(0, dtype=np.uint64)
+            empty = np.zeros(0, dtype=np.int64)
+            return pa.array([], pa.string()), empty.astype(np.uint64), empty
         table = pa.Table.from_batches(batches)
         ids = table.column(0).combine_chunks()  # compared whole, never as Python strings
-        return ids, table.column(1).to_numpy().astype(np.uint64)
+        rowids = table.column(2).to_numpy().astype(np.int64)
+        return ids, table.column(1).to_numpy().astype(np.uint64), rowids
 
     def count_of(self, model: str, dim: int) -> int:
         """How many ``dim``-long vectors of ``model`` the table holds."""
