@@ -246,29 +246,25 @@ class Indexes:
             saved.order,
             saved.ids,
         )
+        if ids is not None and len(ids) > n:  # hashed: the rows after the copy's, by id
+            tail_ids = ids.slice(n).to_pylist()
+            start = int(rowids[n:].min())
+            if n == 0 or int(rowids[:n].max()) < start:  # all the table holds from there
+                added = self.store.vectors.rows_from(index.model, dim, start)  # no full scan
+            if added is None or added.num_rows != len(tail_ids):  # (reads every vector's block)
+                added = self.store.vectors.rows_of(index.model, tail_ids)
+                order = {event_id: i for i, event_id in enumerate(added.column(0).to_pylist())}
+                added = added.take([order[event_id] for event_id in tail_ids])  # table order
+        elif ids is not None:
+            cache.mark_checked(state, saved.files, key)
         if added is not None and added.num_rows:
             new = added.column(0).to_pylist()
             if len(set(new)) != len(new) or any(index.holds(event_id) for event_id in new):
                 log.info("the rows after the saved vectors are not new ones: rebuilding")
-                return False  # built from the table instead (not expected: see the record)
+                return False  # built from the table instead (not expected)
             block = added.column(2).combine_chunks().flatten().to_numpy(zero_copy_only=False)
             index.upsert(new, added.column(1).to_pylist(), block.reshape(-1, dim))
         self._standing[key] = Standing(n, saved.files)
-        if ids is None or len(ids) == n:
-            if ids is not None:
-                cache.mark_checked(state, saved.files, key)
-            return True
-        tail_ids = ids.slice(n).to_pylist()
-        start = int(rowids[n:].min())
-        rows = None
-        if n == 0 or int(rowids[:n].max()) < start:  # the tail is all the table holds from there
-            rows = self.store.vectors.rows_from(index.model, dim, start)  # no scan of the rest
-        if rows is None or rows.num_rows != len(tail_ids):  # (a scan of every vector's block)
-            rows = self.store.vectors.rows_of(index.model, tail_ids)
-        order = {event_id: i for i, event_id in enumerate(rows.column(0).to_pylist())}
-        rows = rows.take([order[event_id] for event_id in tail_ids])
-        block = rows.column(2).combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        index.upsert(tail_ids, rows.column(1).to_pylist(), block.reshape(-1, dim))
         return True
 
     def _read_vectors(self, index: VectorIndex) -> None:
@@ -350,9 +346,8 @@ class Indexes:
                     self._standing.pop(vectors_key(model), None)
                     index.remove(lost + moved)
                 for vectors in written:
-                    if any(index.holds(event_id) for event_id in vectors.ids):
+                    if index.upsert(vectors.ids, vectors.namespaces, vectors.matrix):
                         self._standing.pop(vectors_key(model), None)  # a vector replaced
-                    index.upsert(vectors.ids, vectors.namespaces, vectors.matrix)
 
     def prepare_lookups(self) -> None:
         """Start making, on a thread, the id dictionaries of loaded indexes that looked

@@ -135,17 +135,17 @@ class VectorIndex:
             ids = [event_id for event_id in self._ids[:n] if event_id is not None]
             return ids, names, self._ns_codes[:n], self._matrix[:n]
 
-    def upsert(self, ids: Sequence[str], namespaces: Sequence[str], vectors: np.ndarray) -> None:
-        """Add or replace rows."""
+    def upsert(self, ids: Sequence[str], namespaces: Sequence[str], vectors: np.ndarray) -> int:
+        """Add or replace rows; returns how many rows were replaced (not added)."""
         vectors = normalise_rows(np.asarray(vectors, dtype=np.float32))
         if not len(ids):
-            return
+            return 0
         if self.dim is None:
             self.dim = dim = int(vectors.shape[1])
             self._matrix = np.zeros((0, dim), dtype=np.float32)
         if vectors.shape[1] != self.dim:
             self.stale = True  # cannot hold it: force a rebuild, which skips odd rows
-            return
+            return 0
         fresh = []
         positions = self._pos
         for row, (event_id, ns) in enumerate(zip(ids, namespaces, strict=True)):
@@ -169,6 +169,7 @@ class VectorIndex:
                 positions[event_id] = pos
             self._size += len(fresh)
             self._live += len(fresh)
+        return len(ids) - len(fresh)
 
     def remove(self, ids: Iterable[str]) -> None:
         """Forget rows; compacts when half the rows are dead."""
