@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import duckdb
@@ -49,6 +48,7 @@ from _common import (  # noqa: E402
 )
 
 from nbmemory import Memory  # noqa: E402
+from nbmemory.events import new_ids  # noqa: E402
 from nbmemory.store.connection import CHECKPOINT_THRESHOLD, DISABLED_COMPRESSION  # noqa: E402
 
 
@@ -102,10 +102,10 @@ def duckdb_transactions_floor(
         " created_at TIMESTAMP, importance DOUBLE)"
     )
     con.execute("CREATE TABLE vectors (id VARCHAR, model VARCHAR, embedding FLOAT[])")
-    ids = [str(uuid.uuid4()) for _ in texts]
     start = time.perf_counter()
     for i in range(0, len(texts), batch):
-        chunk = ids[i : i + batch]
+        # the ids nbmemory makes, made as it makes them (their time is each batch's)
+        chunk = new_ids(len(texts[i : i + batch]))
         rows = pa.table(
             {
                 "id": chunk,

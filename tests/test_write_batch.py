@@ -10,6 +10,7 @@ compared here with the slow path it replaces, over generated inputs.
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from typing import Any
 from unittest import mock
@@ -21,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbmemory import InvalidInput, Memory, Settings, importance, redaction
-from nbmemory.events import _build_each, build_row, build_rows, new_ids
+from nbmemory.events import _build_each, build_row, build_rows, new_id, new_ids
 from nbmemory.importance import estimate_importance
 from nbmemory.redaction import Redactor
 from nbmemory.store.connection import CHECKPOINT_THRESHOLD, Store
@@ -143,13 +144,25 @@ def test_rows_without_a_time_share_one_clock_reading_and_get_fresh_ids():
     assert len({row["id"] for row in built}) == 300
 
 
-def test_new_ids_are_version_4_uuids_in_canonical_text():
-    ids = new_ids(2000)
-    assert len(set(ids)) == 2000 and new_ids(0) == []
+def test_new_ids_are_version_7_uuids_of_the_time_they_were_made():
+    before = time.time_ns() // 1_000_000
+    ids = new_ids(2000) + [new_id() for _ in range(2000)]
+    after = time.time_ns() // 1_000_000
+    assert len(set(ids)) == 4000 and new_ids(0) == []
     for text in ids:
         parsed = uuid.UUID(text)
-        assert str(parsed) == text and parsed.version == 4
+        assert str(parsed) == text and parsed.version == 7
         assert parsed.variant == uuid.RFC_4122
+        assert before <= parsed.int >> 80 <= after  # the first 48 bits: Unix ms
+
+
+def test_ids_made_in_a_later_millisecond_sort_after():
+    first = new_ids(50)
+    start = time.time_ns() // 1_000_000
+    while time.time_ns() // 1_000_000 == start:  # the clock, not a sleep, moves on
+        pass
+    later = new_ids(50) + [new_id()]
+    assert max(first) < min(later)
 
 
 SECRETS = [
