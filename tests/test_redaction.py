@@ -282,17 +282,20 @@ def test_each_pattern_that_matches_a_secret_also_matches_its_needle(text: str) -
     assert matched, text
 
 
-@given(
-    st.one_of(
-        st.text(max_size=120),
+def _texts(size: int) -> st.SearchStrategy[str]:
+    """Any text, or a secret with any text around it."""
+    return st.one_of(
+        st.text(max_size=size),
         st.builds(
             lambda before, secret, after: before + secret + after,
-            st.text(max_size=30),
+            st.text(max_size=size // 4),
             st.sampled_from(_EVERY_SECRET),
-            st.text(max_size=30),
+            st.text(max_size=size // 4),
         ),
     )
-)
+
+
+@given(_texts(120))
 def test_needles_change_nothing(text: str) -> None:
     """Redaction with the pre-checks equals redaction by every pattern in turn."""
     from unittest import mock
@@ -303,3 +306,40 @@ def test_needles_change_nothing(text: str) -> None:
     with mock.patch.dict(redaction._COMPILED_NEEDLES, clear=True):
         without = Redactor().redact(text)
     assert with_needles == without
+
+
+@given(st.lists(st.one_of(_texts(60), st.sampled_from(LOOK_ALIKES)), max_size=12))
+def test_a_batch_search_names_every_text_redaction_would_change(texts: list[str]) -> None:
+    """``suspects`` searches a batch as one string: it must still name every text a
+    pattern changes, and a text it names holds a needle (NUL joins cannot fake one)."""
+    from nbmemory.redaction import _some_needle
+
+    redactor = Redactor()
+    suspects = redactor.suspects(texts)
+    assert suspects == sorted(set(suspects))
+    assert suspects == [i for i, text in enumerate(texts) if _some_needle(text)]
+    for i, text in enumerate(texts):
+        if i not in suspects:
+            assert redactor.redact(text) == redact(text) and redact(text).count == 0
+
+
+def test_a_batch_with_custom_patterns_sends_every_text_to_the_redactor() -> None:
+    redactor = Redactor(["internal-[0-9]+"])
+    assert redactor.suspects(["a", "b", "internal-7"]) == [0, 1, 2]
+    assert Redactor().suspects(["plain", "sk-" + "b" * 24, "", "password: x"]) == [1, 3]
+
+
+def test_add_events_redacts_the_few_texts_of_a_batch_that_hold_a_secret(store_path: str) -> None:
+    texts = [f"ordinary text {i}" for i in range(200)]
+    texts[17] = "password: hunter2"
+    texts[150] = "slack: xoxb-123456789012-abcdefABCDEF"
+    mem = Memory(store_path, embedder=SpyEmbedder())
+    try:
+        mem.add_events([{"session_id": "s", "role": "user", "content": t} for t in texts])
+        stored = mem.store.fetchall("SELECT content FROM events")
+        contents = {row[0] for row in stored}
+        assert "password: hunter2" not in contents and len(contents) == 200
+        assert not any("xoxb-123456789012" in c for c in contents)
+        assert sum(REDACTED in c for c in contents) == 2
+    finally:
+        mem.close()

@@ -168,6 +168,7 @@ class Memory:
             snapshot=snapshot,
         )
         store.redactor = self._redact
+        store.redaction_suspects = self._redaction_suspects
         self._core = core = build_core(
             store, model, settings, namespace, actor, token_counter, reranker=rerank
         )
@@ -306,6 +307,10 @@ class Memory:
             return text, 0
         result = redactor.redact(text)
         return result.text, result.count
+
+    def _redaction_suspects(self, texts: list[str]) -> list[int]:
+        redactor = self.redactor
+        return [] if redactor is None else redactor.suspects(texts)
 
     # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:

@@ -18,10 +18,11 @@ redacting already-redacted text changes nothing and counts nothing.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,33 @@ class Redactor:
         ]
         #: Whether every pattern has a needle (then a text with none is returned as is).
         self._all_needled = all(name in _COMPILED_NEEDLES for name, _ in self.patterns)
+
+    def suspects(self, texts: Sequence[str]) -> list[int]:
+        """The positions of the texts :meth:`redact` may change, ascending: those
+        holding a needle (all of them when a pattern has none).
+
+        The batch is searched as one string, its texts joined by NUL, which no
+        needle matches: one regex call per needle found instead of two per text
+        (a third of the Python time of ``add_events`` in batches of 1,000).
+        """
+        if not self._all_needled:
+            return list(range(len(texts)))
+        joined = "\0".join(texts)
+        starts = [0] * len(texts)
+        for index in range(1, len(texts)):
+            starts[index] = starts[index - 1] + len(texts[index - 1]) + 1
+        found: set[int] = set()
+        for pattern in (_ANY_NEEDLE, _ANY_SEPARATED_NEEDLE):
+            if pattern is _ANY_SEPARATED_NEEDLE and "=" not in joined and ":" not in joined:
+                continue
+            position = 0
+            while (match := pattern.search(joined, position)) is not None:
+                index = bisect.bisect_right(starts, match.start()) - 1
+                found.add(index)
+                if index + 1 == len(texts):
+                    break
+                position = starts[index + 1]
+        return sorted(found)
 
     def redact(self, text: str) -> Redaction:
         """Replace every secret in ``text`` by ``[REDACTED]``."""

@@ -118,6 +118,9 @@ class Store:
         self._listeners: list[Listener] = []
         #: Removes secrets from user text before it is stored: ``text -> (text, count)``.
         self.redactor: Callable[[str], tuple[str, int]] | None = None
+        #: Which texts of a batch the redactor must see, ascending (the others hold
+        #: nothing it removes); None: every text.
+        self.redaction_suspects: Callable[[list[str]], list[int]] | None = None
         self._tx_owner: int | None = None
         #: Set when the connection was let go after a file error: the next call reopens.
         self._reopen = False

@@ -57,11 +57,14 @@ class TableObject:
         if redactor is None:
             return list(rows)
         out = list(rows)
+        suspects = self.store.redaction_suspects
         for name in self.table.user_text:
-            for index, row in enumerate(out):
-                value = row.get(name)
-                if not isinstance(value, str):
-                    continue
+            where = [i for i, row in enumerate(out) if isinstance(row.get(name), str)]
+            if suspects is not None:  # one search of the batch finds the few to redact
+                where = [where[k] for k in suspects([out[i][name] for i in where])]
+            for index in where:
+                row = out[index]
+                value = row[name]
                 text, count = redactor(value)
                 if count or text != value:
                     if row is rows[index]:
