@@ -612,3 +612,47 @@ def test_a_read_only_open_records_no_check_and_a_foreign_record_is_left_alone(sa
     with open_mem(saved) as mem:
         answers(mem)
         assert mem.indexes.cache is not None and mem.indexes.cache.trusted == 0
+
+
+def test_a_session_in_vector_mode_keeps_the_record_of_the_keyword_copy(
+    checked, settled, monkeypatch
+):
+    """A clean close records only the indexes its process loaded; what the record said
+    of the others still holds when nothing they hold changed, and is kept."""
+    with open_mem(checked) as mem:
+        mem.search("greyhound comet", mode="vector")  # the keyword copy is never loaded
+        mem.start_session("t-later")  # a write, but not to what the indexes hold
+    record = json.loads((Path(checked + SUFFIX) / "checked.json").read_text())
+    assert "keywords.npz" in record["files"]
+    with open_mem(checked, index_cache=False) as mem:
+        expected = answers(mem)
+    _no_hashing(monkeypatch)
+    with open_mem(checked) as mem:
+        assert answers(mem) == expected
+        assert counts(mem)["keyword loads"] == 1 and counts(mem)["vector loads"] == 1
+
+
+def test_a_session_that_added_rows_carries_nothing_for_the_copies_it_did_not_load(
+    checked, settled, monkeypatch
+):
+    with open_mem(checked) as mem:
+        mem.search("greyhound comet", mode="vector")
+        last = mem.add_event("t0", "user", "an unmistakable zeppelin").id
+        mem.flush()
+    record = json.loads((Path(checked + SUFFIX) / "checked.json").read_text())
+    assert "keywords" not in record["tails"] and "keywords.npz" not in record["files"]
+    with open_mem(checked) as mem:  # the keyword copy is checked again, not trusted
+        assert mem.search("zeppelin", mode="keyword")["id"].tolist() == [last]
+
+
+def test_a_foreign_write_before_a_vector_mode_session_is_not_carried_past_it(checked, settled):
+    with open_mem(checked) as mem:
+        target = mem.search("greyhound", mode="keyword", limit=1)["id"].iloc[0]
+    _foreign(checked, f"UPDATE events SET content = 'a poodle now' WHERE id = '{target}'")
+    with open_mem(checked) as mem:  # the record no longer holds: nothing to carry
+        mem.search("greyhound comet", mode="vector")
+    record = json.loads((Path(checked + SUFFIX) / "checked.json").read_text())
+    assert "keywords.npz" not in record.get("files", {})
+    with open_mem(checked) as mem:
+        assert mem.search("poodle", mode="keyword")["id"].tolist() == [target]
+        assert counts(mem)["keyword loads"] == 0 and counts(mem)["keyword rebuilds"] == 1

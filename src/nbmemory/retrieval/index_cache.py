@@ -301,6 +301,20 @@ class IndexCache:
         self.trusted += 1
         return tail
 
+    def record_for(self, state: FileState | None) -> dict[str, Any] | None:
+        """``(files, tails)`` of the record when it was made for the store in exactly
+        ``state`` and the saved files it names are still as it says; else None."""
+        if state is None:
+            return None
+        record = self._read_record(self.folder / CHECKED)
+        if record is None or record.get("store") != list(state):
+            return None
+        files = record.get("files", {})
+        for name, recorded in files.items():
+            if list(file_state(self.folder / name) or ()) != recorded:
+                return None
+        return {"files": dict(files), "tails": dict(record.get("tails", {}))}
+
     def mark_checked(
         self, state: FileState | None, files: dict[str, FileState | None], index: str
     ) -> None:
@@ -321,9 +335,11 @@ class IndexCache:
         state: FileState | None,
         files: dict[str, FileState | None],
         tails: dict[str, dict[str, Any]],
+        carried: dict[str, Any] | None = None,
     ) -> bool:
         """Record, after a clean close, that the store in ``state`` holds the saved
-        ``files`` and after them the rows ``tails`` names for each index."""
+        ``files`` and after them the rows ``tails`` names for each index; ``carried``
+        (from :meth:`record_for`) adds what the record said of the indexes left alone."""
         if state is None or None in files.values() or not self._writable_record():
             return False
         record = {
@@ -331,8 +347,9 @@ class IndexCache:
             "format": FORMAT,
             "kind": "checked",
             "store": list(state),
-            "files": {name: list(current or ()) for name, current in files.items()},
-            "tails": tails,
+            "files": {**(carried or {}).get("files", {})}
+            | {name: list(current or ()) for name, current in files.items()},
+            "tails": {**(carried or {}).get("tails", {})} | tails,
         }
         return self._write_record(record)
 

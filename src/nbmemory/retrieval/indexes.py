@@ -102,6 +102,13 @@ class Indexes:
         self._warned: set[str] = set()  # models whose size was warned about
         #: "keywords" or "vectors/<model>" -> what that index holds of its saved copy.
         self._standing: dict[str, Standing] = {}
+        #: The record of the last check as it held when the store was opened, while
+        #: nothing an index holds has changed since (None: it did, or there was none):
+        #: a clean close carries over what it says of the indexes this process left
+        #: unloaded (a session searching in vector mode keeps the keyword copy's word).
+        self._record_at_open = (
+            None if cache is None or store.in_transaction else cache.record_for(cache.store_state())
+        )
         store.listen(self.follow)
 
     def vectors(self, model: str) -> VectorIndex:
@@ -311,6 +318,9 @@ class Indexes:
     # -- following the store ---------------------------------------------------------
     def follow(self, change: Change) -> None:
         """Apply one committed change (the store calls this under its lock)."""
+        held = (change.added, change.retexted, change.deleted, change.vectors, change.unvectored)
+        if change.unknown or any(held):
+            self._record_at_open = None  # what an unloaded index holds may have changed
         if change.unknown:
             self.invalidate()
             return
@@ -374,7 +384,8 @@ class Indexes:
         """What a clean close may record beside the saved copies (call under the store's
         locks, just before it closes): for each index that still stands on its saved
         copy, the copy's files and how many rows the table holds, every one the copy
-        lacks after its last.  None when there is nothing to record, or when another
+        lacks after its last (:meth:`record_closed` adds what the record said at open
+        of the indexes left unloaded).  None when there is nothing to record, or when another
         writer may write after this close (a shared store, another ``Memory`` open on
         the file in this process)."""
         store = self.store
@@ -409,10 +420,12 @@ class Indexes:
                 continue
             files.update(standing.files)
             tails[vectors_key(model)] = record
-        return (files, tails) if tails else None
+        if not tails and self._record_at_open is None:
+            return None
+        return files, tails
 
     def record_closed(self, record: tuple[dict[str, FileState | None], dict[str, Any]]) -> bool:
         """Write what :meth:`closing_record` found, once the store file is closed (its
         state then: DuckDB checkpoints at close)."""
         assert self.cache is not None
-        return self.cache.record_closed(self.cache.store_state(), *record)
+        return self.cache.record_closed(self.cache.store_state(), *record, self._record_at_open)
