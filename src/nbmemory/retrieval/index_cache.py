@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..store.files import read_span
 from ..version import __version__
 from .encoding import pack_strings, permutation, sort_order, unpack_string_array, unpack_strings
 
@@ -106,13 +107,8 @@ def file_state(path: Path | str) -> FileState | None:
 def database_headers(path: Path | str) -> int | None:
     """A digest of a DuckDB file's database headers (any checkpoint changes it)."""
     start, end = _DATABASE_HEADERS
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(start)
-            headers = handle.read(end - start)
-    except OSError:
-        return None
-    if len(headers) != end - start:
+    headers = read_span(path, start, end - start)  # never closing a descriptor of it
+    if headers is None or len(headers) != end - start:
         return None
     return int.from_bytes(hashlib.blake2b(headers, digest_size=8).digest(), "little")
 

@@ -124,6 +124,8 @@ class Store:
         self._tx_owner: int | None = None
         #: Set when the connection was let go after a file error: the next call reopens.
         self._reopen = False
+        #: Closes the descriptor that keeps reads of the file from dropping DuckDB's lock.
+        self._let_go_file: Callable[[], Any] = lambda: None
         self._pending: Change | None = None
         #: Set when another store of this process committed a write to the same file.
         self.peer_wrote = False
@@ -145,6 +147,8 @@ class Store:
             raise
         if self.backend == "file":
             self._peer_key = peers.join(self, self.path)
+            if self.path != ":memory:":
+                self._let_go_file = files.hold(self, self.path)
 
     def _open_schema(self, *, read_only: bool, adopt: bool) -> None:
         """Check the file is ours and bring its tables up to this version."""
@@ -208,6 +212,7 @@ class Store:
                 con, self.con = self.con, None
                 with contextlib.suppress(duckdb.Error):  # a full disk cannot checkpoint
                     con.close()
+            self._let_go_file()  # DuckDB's lock is gone with the connection
 
     @property
     def closed(self) -> bool:

@@ -6,13 +6,75 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from ..errors import DiskFull, StoreDamaged, StoreError, StoreLocked
 
 _PID_RE = re.compile(r"PID (\d+)")
+
+
+#: (device, inode) -> [descriptors, holders] of each store file this process has
+#: open.  Closing *any* descriptor of a file drops every POSIX lock the process holds
+#: on it, DuckDB's included: a plain ``open(path).read()`` of an open store would let
+#: another process open it for writing beside this one.  So reads of an open store
+#: go through a descriptor kept open until the last store of the file has closed.
+_held: dict[tuple[int, int], list[Any]] = {}
+_held_lock = threading.Lock()
+
+
+def hold(owner: object, path: str) -> Callable[[], Any]:
+    """Keep a descriptor of the store file at ``path`` open for ``owner`` (a store
+    whose connection holds DuckDB's lock on it); call what is returned once that
+    connection is closed (it is also called when ``owner`` is collected)."""
+    try:
+        key = _file_key(path)
+        with _held_lock:
+            entry = _held.get(key)
+            if entry is None:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                entry = _held[key] = [fd, 0]
+            entry[1] += 1
+    except OSError:
+        return lambda: None
+    return weakref.finalize(owner, _release, key)
+
+
+def _release(key: tuple[int, int]) -> None:
+    with _held_lock:
+        entry = _held.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del _held[key]
+            os.close(entry[0])  # no store of this process has the file open any more
+
+
+def _file_key(path: str | os.PathLike[str]) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def read_span(path: str | os.PathLike[str], start: int, size: int) -> bytes | None:
+    """``size`` bytes of the file at ``path`` from ``start`` (fewer at its end), read
+    without closing a descriptor of a store this process has open; None if unreadable."""
+    try:
+        key = _file_key(path)
+        with _held_lock:
+            entry = _held.get(key)
+            if entry is not None:
+                return os.pread(entry[0], size, start)
+        with open(path, "rb") as handle:  # no store of this process holds the file
+            handle.seek(start)
+            return handle.read(size)
+    except OSError:
+        return None
 
 
 def first_line(message: str) -> str:
@@ -62,8 +124,7 @@ def check_store_path(path: str, *, read_only: bool = False) -> None:
                 "Pass a path in a writable directory (Memory('~/agent.duckdb'))."
             )
         if exists and target.is_file():
-            with open(target, "rb") as handle:
-                head = handle.read(len(_SQLITE_MAGIC))
+            head = read_span(target, 0, len(_SQLITE_MAGIC))  # another Memory may hold it
             if head == _SQLITE_MAGIC:
                 raise StoreError(
                     f"{path} is a SQLite database, not a DuckDB store; nothing was changed. "
