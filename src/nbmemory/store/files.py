@@ -68,7 +68,7 @@ def read_span(path: str | os.PathLike[str], start: int, size: int) -> bytes | No
         key = _file_key(path)
         with _held_lock:
             entry = _held.get(key)
-            if entry is not None:
+            if entry is not None and hasattr(os, "pread"):  # (Windows locks stay put)
                 return os.pread(entry[0], size, start)
         with open(path, "rb") as handle:  # no store of this process holds the file
             handle.seek(start)
