@@ -159,7 +159,7 @@ class Redactor:
 
         The batch is searched as one string, its texts joined by NUL, which no
         needle matches: one regex call per needle found instead of two per text
-        (a third of the Python time of ``add_events`` in batches of 1,000).
+        (about a tenth of ``add_events``' time in batches of 1,000, profiled at 400k rows).
         """
         if not self._all_needled:
             return list(range(len(texts)))

@@ -298,7 +298,7 @@ class IndexCache:
         return tail
 
     def record_for(self, state: FileState | None) -> dict[str, Any] | None:
-        """``(files, tails)`` of the record when it was made for the store in exactly
+        """The record's ``files`` and ``tails`` when it was made for the store in exactly
         ``state`` and the saved files it names are still as it says; else None."""
         if state is None:
             return None
@@ -343,9 +343,11 @@ class IndexCache:
             "format": FORMAT,
             "kind": "checked",
             "store": list(state),
-            "files": {**(carried or {}).get("files", {})}
-            | {name: list(current or ()) for name, current in files.items()},
-            "tails": {**(carried or {}).get("tails", {})} | tails,
+            "files": {
+                **(carried or {}).get("files", {}),
+                **{name: list(current or ()) for name, current in files.items()},
+            },
+            "tails": {**(carried or {}).get("tails", {}), **tails},
         }
         return self._write_record(record)
 

@@ -19,7 +19,7 @@ from ..errors import DiskFull, StoreDamaged, StoreError, StoreLocked
 _PID_RE = re.compile(r"PID (\d+)")
 
 
-#: (device, inode) -> [descriptors, holders] of each store file this process has
+#: (device, inode) -> [descriptor, holders] of each store file this process has
 #: open.  Closing *any* descriptor of a file drops every POSIX lock the process holds
 #: on it, DuckDB's included: a plain ``open(path).read()`` of an open store would let
 #: another process open it for writing beside this one.  So reads of an open store
