@@ -14,7 +14,9 @@ TESTS = str(Path(__file__).resolve().parent)
 
 def child_env(**extra: str) -> dict[str, str]:
     """This environment, with nbmemory's source and the test helpers importable."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, TESTS]), PYTHONUNBUFFERED="1", **extra)
+    # an existing PYTHONPATH stays after ours: CI puts another DuckDB release there
+    path = [SRC, TESTS, *filter(None, [os.environ.get("PYTHONPATH")])]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONUNBUFFERED="1", **extra)
 
 
 def spawn(code: str, *args: str, **env: str) -> subprocess.Popen:

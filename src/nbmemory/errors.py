@@ -67,6 +67,26 @@ class StoreDamaged(StoreError):
         self.path = path
 
 
+class WalNotReplayable(StoreError):
+    """This DuckDB cannot replay the store's write-ahead log; a newer one can.
+
+    DuckDB 1.x fails on a log holding an ``ALTER TABLE`` of a table whose column
+    defaults to a sequence (an INTERNAL error about the default database), which a
+    store made by nbmemory before 2026-12-04 and killed before its first checkpoint
+    holds.  DuckDB 2.0 replays it; nothing is lost as long as the ``.wal`` stays.
+    """
+
+    def __init__(self, path: str, version: str, detail: str) -> None:
+        super().__init__(
+            f"the store {path} has writes in its log ({path}.wal) that duckdb {version} "
+            f"cannot replay ({detail}); nothing was changed or lost. Keep the .wal file, "
+            "open the store once with duckdb 2.0 or newer (in another venv: pip install "
+            "'duckdb>=2.0' && python -c \"import duckdb; duckdb.connect(PATH).close()\"), "
+            "which replays the log into the file; then this version opens it."
+        )
+        self.path = path
+
+
 class StoreLocked(StoreError):
     """Another process holds the DuckDB file open for writing.
 

@@ -159,6 +159,32 @@ class Store:
         else:
             migrations.migrate(self, adopt=adopt)
 
+    @contextlib.contextmanager
+    def schema_changes(self) -> Iterator[None]:
+        """Run the block's schema statements (a migration) so that they are written into
+        the file itself when they commit, never left in the write-ahead log.
+
+        DuckDB 1.x cannot replay a WAL that holds an ``ALTER TABLE`` of a table whose
+        column defaults to ``nextval(...)`` (``events.seq``): "INTERNAL Error: Failure
+        while replaying WAL file ... GetDefaultDatabase with no default database set";
+        every write of that session is then unreachable to it (2.0 replays it).  With
+        the checkpoint threshold at zero, DuckDB checkpoints as part of the COMMIT and
+        writes no WAL for it: a kill before the new header is written leaves the file
+        as it was before the migration, a kill after leaves it migrated.  The explicit
+        ``CHECKPOINT`` after covers a commit that could not checkpoint.
+        """
+        if self.read_only or self.path == ":memory:":
+            yield
+            return
+        cursor = self._cursor()  # SET takes no parameters: the values are our constants
+        cursor.execute("SET checkpoint_threshold = '0KB'")
+        try:
+            yield
+        finally:
+            if self.con is not None:
+                self._cursor().execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+        self.run("CHECKPOINT")
+
     def advance_ids(self, sequence: str, at_least: int) -> None:
         """Move ``sequence`` past ``at_least`` so later inserts never reuse an imported id."""
         advance_sequence(self, sequence, at_least)
@@ -308,8 +334,10 @@ class Store:
             self.statements_run += 1
             try:
                 with self._lean() if lean else contextlib.nullcontext():
-                    reader = self._cursor().sql(sql, params=params or None).to_arrow_reader(rows)
-                    yield from reader
+                    relation = self._cursor().sql(sql, params=params or None)
+                    # DuckDB 1.4 names it fetch_record_batch (2.0 keeps only to_arrow_reader)
+                    read = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch
+                    yield from read(rows)
             except duckdb.Error as exc:
                 self._failed(exc)
                 raise

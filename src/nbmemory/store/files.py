@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-from ..errors import DiskFull, StoreDamaged, StoreError, StoreLocked
+from ..errors import DiskFull, StoreDamaged, StoreError, StoreLocked, WalNotReplayable
 
 _PID_RE = re.compile(r"PID (\d+)")
 
@@ -183,6 +183,11 @@ _DAMAGED = ("corrupt database file", "checksum", "could not read enough bytes")
 def translate(exc: BaseException, path: str) -> StoreError | None:
     """A DuckDB error about the file itself as a one-line error; None for any other."""
     message = str(exc).lower()
+    if "failure while replaying wal" in message:
+        detail = first_line(str(exc)).split(": ", 2)[-1].strip()[:160]
+        if "getdefaultdatabase" in message and duckdb.__version__.startswith("1."):
+            return WalNotReplayable(path, duckdb.__version__, detail)  # a 2.x replays it
+        return StoreDamaged(path, f"its write-ahead log cannot be replayed: {detail}")
     if any(mark in message for mark in _FULL):
         return DiskFull(path)
     if any(mark in message for mark in _DAMAGED):
@@ -199,13 +204,15 @@ def check_blocks(con: duckdb.DuckDBPyConnection, path: str) -> None:
     block_size, total_blocks = int(size[2]), int(size[3])
     header = 3 * 4096  # three 4 KiB headers, then whole blocks
     actual = os.path.getsize(path)
-    if actual < header or (actual - header) % block_size:
-        raise StoreDamaged(path, f"the file ends inside a block ({actual:,} bytes)")
     if actual >= header + total_blocks * block_size:
         # every block the last checkpoint counted is there, and no table uses a block
-        # past that count.  (A checkpoint may shrink the file after writing the count,
-        # so a shorter file is not damaged by itself: then ask each table.)
+        # past that count.  Bytes after them, even part of a block, are what a
+        # checkpoint killed midway wrote before its header: DuckDB ignores them.
+        # (A checkpoint may shrink the file after writing the count, so a shorter file
+        # is not damaged by itself: then ask each table.)
         return
+    if actual < header or (actual - header) % block_size:
+        raise StoreDamaged(path, f"the file ends inside a block ({actual:,} bytes)")
     tables = [
         row[0]
         for row in con.execute(

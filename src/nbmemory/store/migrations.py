@@ -140,14 +140,16 @@ def migrate(store: Store, *, adopt: bool = False) -> list[str]:
     """Apply the migrations the file lacks, in one transaction; returns their names.
 
     The file is checked first (:func:`check_file`): one that is not nbmemory's,
-    or is newer, is refused without a write.
+    or is newer, is refused without a write.  The transaction commits straight into
+    the file (:meth:`Store.schema_changes`): DuckDB 1.x cannot replay some schema
+    statements from its write-ahead log, so they never wait there.
     """
     check_file(store, adopt=adopt)
     done = applied(store)
     pending = [fn for fn in MIGRATIONS if fn.__name__ not in done]
     if not pending and _meta_current(store):
         return []  # nothing to write: an up-to-date file opens without a write
-    with store.transaction():
+    with store.schema_changes(), store.transaction():
         store.run(
             "CREATE TABLE IF NOT EXISTS nbmemory_migrations ("
             " name VARCHAR PRIMARY KEY, applied_at TIMESTAMP DEFAULT current_timestamp)"
@@ -217,11 +219,13 @@ def m004_event_vectors(store: Store) -> None:
         "INSERT INTO event_vectors SELECT id, namespace, embedding_model, embedding FROM events"
         " WHERE embedding IS NOT NULL AND embedding_model IS NOT NULL"
     )
-    store.run(
-        "UPDATE events SET embedding_model = NULL"
-        " WHERE embedding IS NULL AND embedding_model IS NOT NULL"
-    )
+    # the column goes before the UPDATE: DuckDB 1.x cannot commit an ALTER of a table
+    # whose rows the same transaction updated ("another transaction has altered this table")
     store.run("ALTER TABLE events DROP COLUMN embedding")
+    store.run(
+        "UPDATE events SET embedding_model = NULL WHERE embedding_model IS NOT NULL"
+        " AND id NOT IN (SELECT id FROM event_vectors)"
+    )
 
 
 _V1_TABLES = [
