@@ -3,19 +3,20 @@
 Processes that open a brand-new lake at the same moment (a team's first morning)
 would each make DuckLake's catalog tables, and then nbmemory's tables, at once.
 PostgreSQL lets one ``CREATE`` win and fails the others with ``duplicate key value
-violates unique constraint "pg_type_typname_nsp_index"`` (or ``"ducklake_snapshot_pkey"``),
-so without a lock 1 to 4 of 5 such processes failed to open.
+violates unique constraint "pg_type_typname_nsp_index"`` (or ``"pg_namespace_nspname_index"``,
+``"ducklake_snapshot_pkey"``): without a lock, 4 of 5 processes started together failed
+to open (every round of ``tests/test_lake_first_open.py``).
 
 So :class:`~.store.LakeStore` first attaches without letting DuckLake create anything
 (``CREATE_IF_NOT_EXISTS false``); only when the lake, or nbmemory's tables in it, are
 missing does it take :func:`creation_lock` and, holding it, look again and make what
 is still missing.  An open of a lake that exists never takes the lock.
 
-The lock is transaction-level (``pg_advisory_xact_lock``) on a connection of its own:
-DuckDB's postgres extension pins one PostgreSQL connection to a DuckDB transaction and
-resets pooled connections (a session-level lock taken outside a transaction is gone
-before the next statement).  It is released when that transaction ends, and by
-PostgreSQL if the process dies holding it.  Advisory locks belong to one database, so
+The lock is transaction-level (``pg_advisory_xact_lock``), taken in a DuckDB transaction
+of its own on a cursor beside the lake: DuckDB's postgres extension pins one PostgreSQL
+connection to a DuckDB transaction, and a session-level lock taken outside one was
+already gone at the next statement (the extension pools its connections).  It is
+released when that transaction ends, and by PostgreSQL if the process dies holding it.  Advisory locks belong to one database, so
 the key is nbmemory's class and the lake's metadata schema.
 """
 
