@@ -3,7 +3,8 @@
 Before the first-open lock, 1 to 4 of 5 such processes failed at open with
 ``duplicate key value violates unique constraint "pg_type_typname_nsp_index"``
 (or ``... "pg_namespace_nspname_index"``, ``... "ducklake_snapshot_pkey"``).  Run
-by ``.ci/run`` in ``.venv-lake`` against its throwaway PostgreSQL.
+by ``.ci/run`` in ``.venv-lake`` against its throwaway PostgreSQL, whose role may
+create databases (half the rounds use a new database, the others a new schema).
 """
 
 from __future__ import annotations
