@@ -6,6 +6,7 @@
 * :mod:`.statements` — our statements without ``RETURNING`` and ``ON CONFLICT``;
 * :mod:`.vectors` — vectors appended, never marked on the event row;
 * :mod:`.store` — :class:`LakeStore`: connection, ids, conflicts, the change feed;
+* :mod:`.first_open` — a brand-new lake made by one process while the others wait;
 * :mod:`.maintenance` — status, snapshots, compaction and expiry;
 * :mod:`.transfer` — :func:`push` a file store into a new lake, :func:`pull` a lake
   into a new file, every row and vector bit.

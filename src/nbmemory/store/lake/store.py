@@ -47,8 +47,8 @@ from ..changes import Change, Vectors
 from ..connection import Params, Store
 from ..migrations import FORMAT, SCHEMA_VERSION
 from ..schema import READ_COLUMNS
-from . import extensions, statements, tables
-from .url import LakeUrl, parse_lake_url
+from . import extensions, first_open, statements, tables
+from .url import LakeUrl, parse_lake_url, sql_literal
 from .vectors import LakeEventVectors
 
 #: The name the lake is attached under in each process's DuckDB.
@@ -115,10 +115,22 @@ class LakeStore(Store):
         self._commits: dict[int, int] = {}
         self._refreshed_in_call = False
         self._refreshed_at = 0.0
+        #: Set by :meth:`_connect` when the lake's catalog does not exist yet.
+        self._absent = False
+        #: Set once the lake was found or made: a reconnection never makes one.
+        self._opened = False
+        #: The lake's tables when :meth:`_connect` attached it.
+        self._found: set[str] = set()
         super().__init__(self.address.shown, read_only=read_only or snapshot is not None)
 
     # -- connection ------------------------------------------------------------------
     def _connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB with the lake attached; never makes a lake (see :meth:`_open_schema`).
+
+        A writable first open of a lake that does not exist yet returns the
+        connection without the lake (:attr:`_absent`); ``_open_schema`` makes it
+        under the first-open lock.
+        """
         con = extensions.connect()
         try:
             extensions.load(con, self.address.catalog)
@@ -132,22 +144,13 @@ class LakeStore(Store):
             con.execute(f"SET ducklake_retry_wait_ms = {RETRY_WAIT_MS}")
             con.execute(f"SET ducklake_max_retry_count = {MAX_COMMIT_RETRIES}")
             con.execute(f"SET ducklake_retry_backoff = {RETRY_BACKOFF}")
-            options = []
-            if self.address.data_path:
-                options.append(f"DATA_PATH {_literal(self.address.data_path)}")
-            if self.address.metadata_schema:
-                options.append(f"METADATA_SCHEMA {_literal(self.address.metadata_schema)}")
-            if self.read_only:
-                options.append("READ_ONLY")
-            if isinstance(self.snapshot, dt.datetime):
-                options.append(f"SNAPSHOT_TIME {_literal(_utc_text(self.snapshot))}")
-            elif self.snapshot is not None:
-                options.append(f"SNAPSHOT_VERSION {int(self.snapshot)}")
-            con.execute(
-                f"ATTACH {_literal(self.address.attach)} AS {LAKE}"
-                + (f" ({', '.join(options)})" if options else "")
-            )
-            con.execute(f"USE {LAKE}")
+            try:
+                self._attach(con, create=False)
+            except duckdb.Error as exc:
+                if self.read_only or self._opened or not _is_missing(exc):
+                    raise
+                self._absent = True
+                return con
         except duckdb.Error as exc:
             with contextlib.suppress(duckdb.Error):
                 con.close()
@@ -156,33 +159,68 @@ class LakeStore(Store):
             with contextlib.suppress(duckdb.Error):
                 con.close()
             raise
-        present = con.execute(
-            "SELECT count(*) FROM information_schema.tables"
-            " WHERE table_catalog = ? AND table_schema = 'main' AND table_name = 'events'",
-            [LAKE],
-        ).fetchall()[0][0]
-        if present:
-            con.execute(EVENTS_VIEW)
+        self._absent = False
+        self._found = self._view_events(con)
         return con
 
+    def _view_events(self, con: duckdb.DuckDBPyConnection | None = None) -> set[str]:
+        """The lake's tables; when ``events`` is one, :data:`EVENTS_VIEW` made on ``con``."""
+        con = con or self._cursor()
+        rows = con.execute(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_catalog = ? AND table_schema = 'main'",
+            [LAKE],
+        ).fetchall()
+        present = {row[0] for row in rows}
+        if "events" in present:
+            con.execute(EVENTS_VIEW)
+        return present
+
+    def _attach(self, con: duckdb.DuckDBPyConnection, *, create: bool) -> None:
+        """Attach the lake as ``LAKE`` and use it; ``create``: make its catalog if missing."""
+        options = [] if create else ["CREATE_IF_NOT_EXISTS false"]
+        if self.address.data_path:
+            options.append(f"DATA_PATH {sql_literal(self.address.data_path)}")
+        if self.address.metadata_schema:
+            options.append(f"METADATA_SCHEMA {sql_literal(self.address.metadata_schema)}")
+        if self.read_only:
+            options.append("READ_ONLY")
+        if isinstance(self.snapshot, dt.datetime):
+            options.append(f"SNAPSHOT_TIME {sql_literal(_utc_text(self.snapshot))}")
+        elif self.snapshot is not None:
+            options.append(f"SNAPSHOT_VERSION {int(self.snapshot)}")
+        con.execute(f"ATTACH {sql_literal(self.address.attach)} AS {LAKE} ({', '.join(options)})")
+        con.execute(f"USE {LAKE}")
+
     def _open_schema(self, *, read_only: bool, adopt: bool) -> None:
-        for attempt in range(5):
-            present = set(self.tables())
-            if present:
-                break
-            if read_only:
-                raise StoreError(
-                    f"the lake {self.path} holds no nbmemory store yet; nothing to read"
-                )
+        """Check the lake is an nbmemory store; a writable open makes what is missing.
+
+        A lake that exists with nbmemory's tables is opened without a lock.  When
+        the catalog or the tables are missing, the first-open lock
+        (:func:`.first_open.creation_lock`) is taken and the lake looked at again:
+        of several processes opening a brand-new lake at once, the first makes it
+        and the others find it made.
+        """
+        present = set() if self._absent else self._found
+        if not present and read_only:
+            raise StoreError(f"the lake {self.path} holds no nbmemory store yet; nothing to read")
+        if not present:
             try:
-                with self.transaction():
-                    for sql, params in tables.create_statements(uuid.uuid4().hex):
-                        Store.run(self, sql, params)
-                self._cursor().execute(EVENTS_VIEW)
-                self._claim_data_path()
-                return
-            except (WriteConflict, duckdb.TransactionException):
-                time.sleep(0.05 * (attempt + 1) * random.random())  # another process made it
+                with first_open.creation_lock(self.address, self._cursor()) as lock:
+                    if lock.made():  # by another process while this one waited
+                        lock.release()  # attach as every later open does, unlocked
+                        if self._absent:
+                            self._attach(self._cursor(), create=False)
+                            self._absent = False
+                        present = self._view_events()
+                    else:
+                        made = self._make_under_lock()
+                        if made is None:
+                            return  # made here, with the lake's id and the data path's marker
+                        present = made
+            except duckdb.Error as exc:
+                raise _translate(exc, self.address) or StoreError(str(exc)) from None
+        self._opened = True
         if "nbmemory_meta" not in present:
             raise StoreError(
                 f"the lake {self.path} belongs to another application (tables: "
@@ -198,6 +236,47 @@ class LakeStore(Store):
             )
         if not read_only:
             self._claim_data_path()
+
+    def _make_under_lock(self) -> set[str] | None:
+        """Holding the first-open lock: make the catalog and nbmemory's tables if they
+        are still missing.  Returns the tables found (None: this process made them).
+
+        The retries below are for creators that take no lock (another tool, an
+        nbmemory before the lock): PostgreSQL reports a unique violation only once
+        the other creation has committed, so the next attempt finds what it made.
+        """
+        con = self._cursor()
+        for attempt in range(first_open.CREATE_ATTEMPTS):
+            if not self._absent:
+                break
+            try:
+                self._attach(con, create=True)
+                self._absent = False
+            except duckdb.Error as exc:
+                if not first_open.is_creation_conflict(exc):
+                    raise
+                if attempt + 1 == first_open.CREATE_ATTEMPTS:
+                    raise StoreError(
+                        f"could not make the lake {self.path}: other processes kept making "
+                        "it at the same moment without nbmemory's first-open lock; nothing "
+                        "was stored: open it again"
+                    ) from None
+        self._opened = True
+        present = self._view_events()
+        if present:
+            return present  # made by a process that took no lock
+        try:
+            with self.transaction():
+                for sql, params in tables.create_statements(uuid.uuid4().hex):
+                    Store.run(self, sql, params)
+        except (WriteConflict, duckdb.TransactionException):
+            present = self._view_events()  # made at once by a creator that took no lock
+            if not present:
+                raise
+            return present
+        self._cursor().execute(EVENTS_VIEW)
+        self._claim_data_path()
+        return None
 
     def _claim_data_path(self) -> None:
         """One data path, one lake: a marker file names the lake that writes there.
@@ -507,9 +586,10 @@ def _utc_text(moment: dt.datetime) -> str:
     return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f+00")
 
 
-def _literal(text: str) -> str:
-    """A SQL string literal (ATTACH takes no parameters)."""
-    return "'" + text.replace("'", "''") + "'"
+def _is_missing(exc: duckdb.Error) -> bool:
+    """Whether ATTACH failed because the lake's catalog does not exist yet."""
+    low = str(exc).lower()
+    return "existing ducklake" in low and "does not exist" in low
 
 
 def _translate(exc: duckdb.Error, address: LakeUrl, *, runtime: bool = False) -> StoreError | None:
@@ -537,7 +617,7 @@ def _translate(exc: duckdb.Error, address: LakeUrl, *, runtime: bool = False) ->
             f"cannot reach the lake's catalog ({address.shown}): is PostgreSQL running and "
             f"listening there?{during}"
         )
-    if "existing ducklake" in low and "does not exist" in low:
+    if _is_missing(exc):
         return StoreError(
             f"there is no lake at {address.shown} yet: check dbname and metadata_schema, or "
             "open it once for writing (Memory(url, data_path=...)) to make it"

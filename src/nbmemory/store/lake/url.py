@@ -79,3 +79,8 @@ def parse_lake_url(url: str, data_path: str | os.PathLike[str] | None = None) ->
     return LakeUrl(
         SCHEME + rest, catalog.rstrip(":"), data_path, schema.group(1) if schema else None
     )
+
+
+def sql_literal(text: str) -> str:
+    """A SQL string literal, for ATTACH and its options (which take no parameters)."""
+    return "'" + text.replace("'", "''") + "'"
