@@ -333,3 +333,22 @@ def test_bad_erasure_requests_are_refused_and_change_nothing(store_path) -> None
     with reader, pytest.raises(StoreError, match="read-only"):
         reader.purge()
     assert Path(store_path + ".nbmemory-index", "keywords.npz").exists()
+
+
+def test_forgetting_on_a_lake_changes_its_current_snapshot(lake_url) -> None:
+    """A lake has no purge (its old snapshots, files and statistics keep the bytes:
+    see docs/lake.md), but forgetting and erasing history work on what it holds now."""
+    with Memory(lake_url, embedder="hash", background_consolidation=False) as mem:
+        mem.add_event("keep", "user", "kept")
+        mem.start_session(USER, session_id=SESSION, state={"note": STATE})
+        mem.add_event(SESSION, "user", f"my secret is {TEXT}")
+        for value in FACT_VALUES:
+            mem.set_fact("door", "code", value)
+        forgot = mem.forget_user(USER)
+        assert (forgot["sessions"], forgot["events"]) == (1, 1)
+        assert mem.delete_fact("door", "code", history=True) is True
+        assert mem.events()["content"].tolist() == ["kept"] and mem.fact_history().empty
+        trail = mem.audit_log().to_string()
+        assert SESSION not in trail and USER not in trail and forgot["user"] in trail
+        with pytest.raises(InvalidInput, match="lake"):
+            mem.purge(fact_history=True)
