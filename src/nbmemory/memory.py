@@ -427,6 +427,7 @@ class Memory:
     save_session_state = _delegate("_sessions", Sessions.save_session_state)
     close_session = _delegate("_sessions", Sessions.close_session)
     delete_session = _delegate("_sessions", Sessions.delete_session)
+    forget_user = _delegate("_sessions", Sessions.forget_user)
     sessions = _delegate("_sessions", Sessions.sessions)
     cleanup_sessions = _delegate("_sessions", Sessions.cleanup_sessions)
     audit_log = _delegate("_audit", Audit.audit_log)

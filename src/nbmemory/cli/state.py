@@ -4,10 +4,12 @@
 
     nbmemory state list    [--namespace NS] [--user ID] [--with-untracked] [--json]
     nbmemory state cleanup [--namespace NS] [--dry-run]
-    nbmemory state delete  --session-id ID [--namespace NS] [--with-events]
+    nbmemory state delete  --session-id ID [--namespace NS] [--with-events | --forget]
+    nbmemory state forget  --user ID [--namespace NS]
     nbmemory state export  --output FILE [--session-id ID] [--namespace NS]
     nbmemory state import  --input FILE [--namespace NS]
     nbmemory memory sync   --file AGENTS.md [--namespace NS]
+    nbmemory memory purge  [--fact-history] [--rotate-pseudonym-key]
     nbmemory memory reembed [--failed] [--namespace NS]
     nbmemory health
 
@@ -146,11 +148,36 @@ def cmd_state_delete(args: argparse.Namespace) -> int:
     """Delete one session (and, with --with-events, its memories)."""
     with _open(args) as mem:
         result = mem.delete_session(
-            args.session_id, namespace=_session_namespace(mem, args), events=args.with_events
+            args.session_id,
+            namespace=_session_namespace(mem, args),
+            events=args.with_events,
+            forget=args.forget,
         )
+    forgotten = (
+        f", its id pseudonymised in {result['audit_rows']} audit row(s); "
+        "nbmemory memory purge erases the old bytes"
+        if args.forget
+        else ""
+    )
     print(
         f"deleted session {args.session_id!r} "
-        f"({result['sessions']} session row, {result['events']} event(s))"
+        f"({result['sessions']} session row, {result['events']} event(s)){forgotten}"
+    )
+    return 0
+
+
+def cmd_state_forget(args: argparse.Namespace) -> int:
+    """Forget a user: sessions, their events, the ids in the audit trail (all namespaces
+    unless --namespace)."""
+    with _open(args) as mem:
+        result = mem.forget_user(
+            args.user, namespace=args.namespace, all_namespaces=args.namespace is None
+        )
+    print(
+        f"forgot user {args.user!r} (now {result['user']} in the audit trail): "
+        f"{result['sessions']} session(s), {result['events']} event(s) deleted, "
+        f"{result['audit_rows']} audit row(s) pseudonymised; "
+        "nbmemory memory purge erases the old bytes"
     )
     return 0
 
@@ -210,10 +237,17 @@ def cmd_memory_sync(args: argparse.Namespace) -> int:
 def cmd_memory_purge(args: argparse.Namespace) -> int:
     """Rewrite the store file from its live rows (what plain deletion leaves behind goes)."""
     with _open(args) as mem:
-        result = mem.purge()
+        result = mem.purge(
+            fact_history=args.fact_history, rotate_pseudonym_key=args.rotate_pseudonym_key
+        )
+    erased = (
+        f" ({result['fact_history_erased']} value(s) of deleted facts erased)"
+        if args.fact_history
+        else ""
+    )
     print(
         f"rewrote {result['path']}: {result['bytes_before']:,} -> {result['bytes_after']:,} bytes;"
-        " deleted and changed text is gone from the file"
+        f" deleted and changed text is gone from the file{erased}"
     )
     return 0
 
@@ -320,7 +354,7 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     """Register ``state``, ``memory`` and ``health`` on the ``nbmemory`` parser."""
-    state = sub.add_parser("state", help="sessions: list, cleanup, delete, export, import")
+    state = sub.add_parser("state", help="sessions: list, cleanup, delete, forget, export, import")
     state_sub = state.add_subparsers(dest="state_command", metavar="ACTION", required=True)
 
     listing = state_sub.add_parser("list", help="list sessions")
@@ -343,7 +377,19 @@ def add_commands(sub: Any) -> None:
     _common(delete)
     delete.add_argument("--session-id", required=True)
     delete.add_argument("--with-events", action="store_true", help="delete its memories too")
+    delete.add_argument(
+        "--forget",
+        action="store_true",
+        help="its memories too, and its id pseudonymised in the audit trail",
+    )
     delete.set_defaults(func=cmd_state_delete)
+
+    forget = state_sub.add_parser(
+        "forget", help="forget a user: sessions, their events, the ids in the audit trail"
+    )
+    _common(forget)
+    forget.add_argument("--user", required=True, help="the user_id")
+    forget.set_defaults(func=cmd_state_forget)
 
     export = state_sub.add_parser("export", help="export a session or namespace to JSON")
     _common(export)
@@ -366,6 +412,14 @@ def add_commands(sub: Any) -> None:
         "purge", help="rewrite the store file so deleted or changed text is gone from its bytes"
     )
     _common(purge, namespace=False)
+    purge.add_argument(
+        "--fact-history", action="store_true", help="first erase the history of deleted facts"
+    )
+    purge.add_argument(
+        "--rotate-pseudonym-key",
+        action="store_true",
+        help="drop the key of the audit trail's pseudonyms (guesses can no longer be tested)",
+    )
     purge.set_defaults(func=cmd_memory_purge)
     reembed = memory_sub.add_parser(
         "reembed",

@@ -2,7 +2,8 @@
 
 ``set_fact`` upserts by ``(category, key)`` within a namespace.  A replaced value is
 never silently overwritten: the old value, who set it and when it was valid go to
-``fact_history`` with the time it was superseded.  Facts are embedded lazily (the
+``fact_history`` with the time it was superseded; ``delete_fact(..., history=True)``
+(or ``purge(fact_history=True)``, for every deleted fact) erases that history.  Facts are embedded lazily (the
 first time a query asks for relevant facts) so ``relevant_facts`` ranks them by
 similarity like memories.
 """
@@ -97,16 +98,32 @@ class Facts:
         key = None if key is None else self._name(key, "key")
         return self.core.store.facts.history(self.core.ns(namespace), category, key)
 
-    def delete_fact(self, category: str, key: str, *, namespace: str | None = None) -> bool:
-        """Remove a fact (its last value is kept in history); True if it existed."""
+    def delete_fact(
+        self, category: str, key: str, *, namespace: str | None = None, history: bool = False
+    ) -> bool:
+        """Remove a fact (its last value is kept in history); True if it existed.
+
+        ``history=True`` erases its history too: every earlier value of
+        ``(category, key)``, also of a fact deleted before under that name, and the
+        last value is not kept (True then if anything was removed).  The audit row
+        names the category and key, never a value; ``purge()`` then erases the old
+        bytes from the file.
+        """
+        if not isinstance(history, bool):
+            raise InvalidInput(f"history must be True or False, got {history!r}")
         category = self._name(category, "category")
         key = self._name(key, "key")
         ns = self.core.ns(namespace)
         with self.core.writer.transaction() as tx:
-            fact_id = tx.facts.delete(ns, category, key, utcnow())
-            if fact_id is not None:
-                tx.audit("delete_fact", [str(fact_id)], ns, {"category": category, "key": key})
-        return fact_id is not None
+            fact_id = tx.facts.delete(ns, category, key, utcnow(), history=history)
+            erased = tx.facts.erase_history(ns, category, key) if history else []
+            targets = sorted({*([] if fact_id is None else [fact_id]), *erased})
+            if targets:
+                details: dict[str, Any] = {"category": category, "key": key}
+                if history:
+                    details["history_erased"] = len(erased)
+                tx.audit("delete_fact", [str(i) for i in targets], ns, details)
+        return bool(targets)
 
     def relevant_facts(
         self,

@@ -53,6 +53,7 @@ import json
 import logging
 import mmap
 import os
+import re
 import struct
 import uuid
 import zipfile
@@ -400,6 +401,29 @@ class IndexCache:
             with contextlib.suppress(OSError):
                 (self.folder / CHECKED).unlink()
 
+    def remove(self) -> int:
+        """Delete the folder of saved indexes: every saved index, the record of the last
+        check, the temporary files a crashed save left, and then the folder when nothing
+        else is in it (a file not ours is left alone).  Returns how many files went.
+
+        What :meth:`discard` leaves: a temporary file of a save that never finished
+        holds the terms or vectors of the rows it was saving, forgotten ones too.
+        """
+        if self.read_only or not self.folder.is_dir():
+            return 0
+        removed = 0
+        for path in sorted(self.folder.iterdir()):
+            saved = path.name.endswith((".npz", ".npy")) and self._ours(path)
+            if path.is_file() and (saved or _temporary(path.name) or _record(path)):
+                try:
+                    path.unlink()
+                except OSError:
+                    continue
+                removed += 1
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()  # only when empty
+        return removed
+
     # -- files -------------------------------------------------------------------------
     def _header(self, kind: str, **extra: Any) -> np.ndarray:
         header = {"magic": _MAGIC, "format": FORMAT, "kind": kind, "nbmemory": __version__}
@@ -469,6 +493,37 @@ class IndexCache:
             return False
         self.saves += 1
         return True
+
+
+def remove_saved_indexes(store_path: str) -> int:
+    """Remove the saved indexes beside ``store_path`` (see :meth:`IndexCache.remove`),
+    whatever the settings of the process asking: the files may have been saved by
+    another one.  Returns how many files went."""
+    return IndexCache(store_path).remove()
+
+
+#: The temporary names ``_write_npz`` and ``_write_record`` write before renaming:
+#: ``.keywords.npz.<pid>.<hex>.npz``, ``.vectors-<hash>.npz.<pid>.<hex>.npz``,
+#: ``.checked.json.<pid>.<hex>``.
+_TEMPORARY = re.compile(
+    r"\.(?:keywords|vectors-[0-9a-f]{16})\.npz\.\d+\.[0-9a-f]{8}\.npz"
+    r"|\." + re.escape(CHECKED) + r"\.\d+\.[0-9a-f]{8}"
+)
+
+
+def _temporary(name: str) -> bool:
+    return _TEMPORARY.fullmatch(name) is not None
+
+
+def _record(path: Path) -> bool:
+    """Whether ``path`` is the record of checks, as this format or an older one writes it."""
+    if path.name != CHECKED:
+        return False
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("magic") == _MAGIC
 
 
 def map_npz(path: Path) -> dict[str, np.ndarray]:

@@ -8,10 +8,12 @@ from typing import Any
 import pandas as pd
 
 from ..core import Core
-from ..errors import MemoryNotFound
+from ..errors import MemoryNotFound, StoreError
 from ..events import Event, build_row, build_rows
+from ..retrieval.index_cache import remove_saved_indexes
 from ..store import READ_COLUMNS
 from ..validation import check_limit, check_name, date_range, scope_filters
+from .audit import PSEUDONYM_KEY, check_flag
 
 
 class EventLog:
@@ -133,22 +135,55 @@ class EventLog:
                 tx.audit("delete", deleted, ns)
         return len(deleted)
 
-    def purge(self) -> dict[str, Any]:
+    def purge(
+        self, *, fact_history: bool = False, rotate_pseudonym_key: bool = False
+    ) -> dict[str, Any]:
         """Rewrite the store file so forgotten text is gone from its bytes; returns sizes.
 
         ``delete``, ``forget`` and ``update_memory`` remove text from every query at
         once, but DuckDB leaves the old bytes in the file's free blocks until they
         are reused.  ``purge`` copies the live rows into a new file and swaps it in,
         so nothing deleted can be read back from the disk (an export taken before
-        stays as it was, and so do backups and copies of the file).
+        stays as it was, and so do backups and copies of the file).  The saved
+        indexes beside the store (``<store>.nbmemory-index/``) are removed with it:
+        they are built again from the live rows when next needed.
+
+        ``fact_history=True`` first erases the history of every fact that no longer
+        exists (the values a deleted fact had).  ``rotate_pseudonym_key=True`` drops
+        the key that made the pseudonyms of forgotten users and sessions: nobody can
+        then test a guessed id against the pseudonyms written so far (see
+        ``forget_user``).  Both are audited (counts, never values).
         """
+        check_flag(fact_history, "fact_history")
+        check_flag(rotate_pseudonym_key, "rotate_pseudonym_key")
         store = self.core.store
         store.check_rewritable()
+        if store.read_only:  # before anything, the saved indexes too, is removed
+            raise StoreError(
+                f"the store {store.path} is open read-only; open it without read_only=True"
+            )
+        erased = 0
+        if fact_history or rotate_pseudonym_key:
+            with self.core.writer.transaction() as tx:
+                if fact_history:
+                    for ns, ids in tx.facts.erase_deleted_history().items():
+                        erased += len(ids)
+                        tx.audit("erase_fact_history", sorted({str(i) for i in ids}), ns,
+                                 {"rows": len(ids)})  # fmt: skip
+                if rotate_pseudonym_key and tx.store.meta.delete(PSEUDONYM_KEY):
+                    tx.audit("rotate_pseudonym_key", [], None)
         before = os.path.getsize(store.path) if store.path != ":memory:" else 0
         store.rewrite()
+        removed = 0 if store.path == ":memory:" else remove_saved_indexes(store.path)
         after = os.path.getsize(store.path) if store.path != ":memory:" else 0
-        self.core.writer.audit("purge", [], None, {"bytes_before": before, "bytes_after": after})
-        return {"path": store.path, "bytes_before": before, "bytes_after": after}
+        details = {"bytes_before": before, "bytes_after": after, "saved_index_files": removed}
+        if fact_history:
+            details["fact_history_erased"] = erased
+        self.core.writer.audit("purge", [], None, details)
+        result: dict[str, Any] = {"path": store.path, "bytes_before": before, "bytes_after": after}
+        if fact_history:
+            result["fact_history_erased"] = erased
+        return result
 
     def status(self) -> dict[str, Any]:
         """Path, model, counts per namespace/session/kind and the embedding backlog."""

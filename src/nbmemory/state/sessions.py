@@ -34,6 +34,7 @@ from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
 from ..store.sessions import ACTIVE, SESSION_COLUMNS
 from ..validation import check_name
+from .audit import Pseudonyms, check_flag, pseudonymise_trail
 
 #: Columns of :meth:`Sessions.sessions`.
 LIST_COLUMNS = [
@@ -252,15 +253,27 @@ class Sessions:
         return self.get_session(session.session_id, namespace=session.namespace)
 
     def delete_session(
-        self, session_id: str, *, namespace: str | None = None, events: bool = False
+        self,
+        session_id: str,
+        *,
+        namespace: str | None = None,
+        events: bool = False,
+        forget: bool = False,
     ) -> dict[str, int]:
         """Delete a session's row (its state); with ``events=True`` its memories too.
 
         Without ``events`` the memories recorded in the session stay: they are
         long-term memory, the session row is only operational state.
+        ``forget=True`` deletes the events too and replaces the session id by its
+        pseudonym in every audit row of the namespace that names it (the rows stay:
+        see :mod:`nbmemory.state.audit`); it also works for a session whose row and
+        events are gone already.  ``purge()`` then erases the old bytes from the file.
+        Returns ``{"sessions": rows deleted, "events": events deleted}``, and with
+        ``forget`` ``"audit_rows"``: audit rows pseudonymised.
         """
         ns = self.core.ns(namespace)
         session_id = check_name(session_id, "session_id")
+        events = check_flag(events, "events") or check_flag(forget, "forget")
         with self.core.writer.transaction() as tx:
             removed: list[str] = []
             if events:
@@ -268,11 +281,76 @@ class Sessions:
                 if removed:
                     tx.audit("delete", removed, ns)
             gone = tx.sessions.delete(ns, [session_id])
-            if not gone and not removed:
+            rows = 0
+            target = session_id
+            if forget:
+                pseudonyms = Pseudonyms(tx)
+                rows = pseudonymise_trail(tx, [session_id], [ns], pseudonyms)
+                target = pseudonyms(session_id)
+            if not gone and not removed and not rows:
                 raise SessionNotFound(session_id, ns)
-            if gone:
-                tx.audit("session_delete", gone, ns, {"events_deleted": len(removed)})
-        return {"sessions": len(gone), "events": len(removed)}
+            details: dict[str, Any] = {"events_deleted": len(removed)}
+            if forget:
+                details["audit_rows_pseudonymised"] = rows
+            if gone or forget:
+                tx.audit("session_delete", [target], ns, details)
+        result = {"sessions": len(gone), "events": len(removed)}
+        if forget:
+            result["audit_rows"] = rows
+        return result
+
+    def forget_user(
+        self, user_id: str, *, namespace: str | None = None, all_namespaces: bool = False
+    ) -> dict[str, Any]:
+        """Forget a user: delete their sessions and every event recorded in them, and
+        put pseudonyms in place of the user id and those session ids in the audit trail.
+
+        The sessions are those with the user's rows, and those the audit trail says
+        were started for the user whose rows are gone (a TTL cleanup keeps the events);
+        a session id now used by another user's session is left alone.  In the
+        namespace (the Memory's by default) or, with ``all_namespaces=True``, in every
+        one.  Audit rows stay, with what happened and when; only the ids change (see
+        :mod:`nbmemory.state.audit`).  Facts, macros and tasks belong to a namespace,
+        not a user, and stay.  ``purge()`` then erases the old bytes from the file.
+
+        Returns ``{"user": the user's pseudonym, "sessions": n, "events": n,
+        "audit_rows": n, "namespaces": [...]}`` (zeros when nothing named the user).
+        """
+        user_id = check_name(user_id, "user_id")
+        ns = None if check_flag(all_namespaces, "all_namespaces") else self.core.ns(namespace)
+        with self.core.writer.transaction() as tx:
+            keys = set(tx.sessions.of_user(user_id, ns))
+            started = set(tx.store.audit.sessions_started_for(user_id, ns)) - keys
+            taken = tx.sessions.owners(sorted(started))  # by another user since
+            keys |= {key for key in started if taken.get(key, user_id) == user_id}
+            by_namespace: dict[str, list[str]] = {}
+            for space, sid in sorted(keys):
+                by_namespace.setdefault(space, []).append(sid)
+            counts: dict[str, tuple[int, int]] = {}
+            for space, sids in by_namespace.items():
+                removed = tx.events.delete(namespace=space, filters={"session_id": sids})
+                if removed:
+                    tx.audit("delete", removed, space)
+                gone = tx.sessions.delete(space, sids)
+                counts[space] = (len(gone), len(removed))
+            pseudonyms = Pseudonyms(tx)
+            ids = [user_id, *(sid for _, sid in keys)]
+            scope = None if ns is None else [ns]
+            rows = pseudonymise_trail(tx, ids, scope, pseudonyms)
+            user = pseudonyms(user_id)
+            for space in sorted(counts) or ([ns] if ns is not None and rows else []):
+                sessions, events = counts.get(space, (0, 0))
+                details = {"sessions": sessions, "events": events, "audit_rows_pseudonymised": rows}
+                tx.audit("forget_user", [user], space, details)
+            if not counts and ns is None and rows:
+                tx.audit("forget_user", [user], None, {"audit_rows_pseudonymised": rows})
+        return {
+            "user": user,
+            "sessions": sum(c[0] for c in counts.values()),
+            "events": sum(c[1] for c in counts.values()),
+            "audit_rows": rows,
+            "namespaces": sorted(counts),
+        }
 
     def sessions(
         self,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from .clauses import to_epoch_us
 from .schema import AUDIT_LOG, META
@@ -18,7 +19,9 @@ _COLUMNS = "id, logged_at, namespace, actor, action, target_ids, details"
 
 
 class AuditTable(TableObject):
-    """Append-only: nothing updates or deletes audit rows but the retention cleanup."""
+    """Append-only: nothing updates or deletes audit rows but the retention cleanup,
+    and the pseudonymisation of the ids of a forgotten user or session
+    (:meth:`quoting`, :meth:`rewrite_rows`)."""
 
     table = AUDIT_LOG
 
@@ -80,6 +83,67 @@ class AuditTable(TableObject):
         frame: pd.DataFrame = self.store.run(sql, params, "df")
         return frame
 
+    def sessions_started_for(self, user_id: str, namespace: str | None) -> list[tuple[str, str]]:
+        """(namespace, session_id) of every session the trail says was started for
+        ``user_id`` (or evicted from its sessions), in one namespace or all: found even
+        when the session row is long gone (a TTL cleanup keeps the events)."""
+        quoted = json.dumps(user_id, ensure_ascii=False)  # as ``append`` wrote it
+        sql = (
+            "SELECT DISTINCT namespace, target FROM (SELECT namespace,"
+            " unnest(target_ids) AS target FROM audit_log WHERE action IN (?, ?)"
+            " AND contains(details, ?) AND CASE WHEN json_valid(details)"
+            " THEN json_extract_string(details, '$.user_id') = ? ELSE false END"
+        )
+        params: list[Any] = ["session_start", "session_evicted", quoted, user_id]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            params.append(namespace)
+        rows = self.store.run(sql + ") WHERE target IS NOT NULL ORDER BY ALL", params)
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def quoting(
+        self, needles: Sequence[str], namespaces: Sequence[str] | None
+    ) -> list[tuple[int, str, list[str], str | None]]:
+        """(id, actor, target_ids, details) of the rows whose actor, target ids or
+        details contain one of ``needles``: rows of ``namespaces`` and rows of no
+        namespace (store-wide actions), or every row when ``namespaces`` is None."""
+        if not needles:
+            return []
+        text = f"concat_ws(chr({ord(_SEP)}), actor, array_to_string(target_ids, chr({ord(_SEP)})), details)"
+        found: dict[int, tuple[int, str, list[str], str | None]] = {}
+        for start in range(0, len(needles), 100):  # a bounded statement per 100 needles
+            chunk = list(needles[start : start + 100])
+            sql = f"SELECT {_COLUMNS} FROM audit_log WHERE ("
+            sql += " OR ".join(f"contains({text}, ?)" for _ in chunk) + ")"
+            params: list[Any] = list(chunk)
+            if namespaces is not None:
+                sql += " AND (namespace IS NULL OR namespace IN (SELECT unnest(?::VARCHAR[])))"
+                params.append(list(namespaces))
+            for row in self.store.run(sql + " ORDER BY id", params):
+                found[int(row[0])] = (int(row[0]), row[3], list(row[5] or []), row[6])
+        return [found[key] for key in sorted(found)]
+
+    def rewrite_rows(self, rows: Sequence[tuple[int, str, list[str], str | None]]) -> int:
+        """Replace the actor, target ids and details of rows by id (pseudonymised ids:
+        what the rows say happened, and when, stays); returns how many."""
+        self._write()
+        if not rows:
+            return 0
+        data = pa.table(
+            {
+                "id": pa.array([r[0] for r in rows], pa.int64()),
+                "actor": pa.array([r[1] for r in rows], pa.string()),
+                "target_ids": pa.array([r[2] for r in rows], pa.list_(pa.string())),
+                "details": pa.array([r[3] for r in rows], pa.string()),
+            }
+        )
+        with self.store.registered("_nbmemory_audit_rows", data) as view:
+            self.store.run(
+                "UPDATE audit_log SET actor = v.actor, target_ids = v.target_ids,"
+                f" details = v.details FROM {view} v WHERE audit_log.id = v.id"
+            )
+        return len(rows)
+
     def count_older(self, cutoff: dt.datetime) -> int:
         return int(
             self.store.run("SELECT count(*) FROM audit_log WHERE logged_at < ?", [cutoff])[0][0]
@@ -99,3 +163,21 @@ class MetaTable(TableObject):
     def get(self, key: str) -> str | None:
         rows = self.store.run("SELECT value FROM nbmemory_meta WHERE key = ?", [key])
         return rows[0][0] if rows else None
+
+    def setdefault(self, key: str, value: str) -> str:
+        """The value of ``key``, stored as ``value`` first when there is none."""
+        self._write()
+        self.store.run(
+            "INSERT INTO nbmemory_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            [key, value],
+        )
+        stored = self.get(key)
+        assert stored is not None
+        return stored
+
+    def delete(self, key: str) -> bool:
+        """Remove ``key``; True when it was there."""
+        self._write()
+        present = self.get(key) is not None
+        self.store.run("DELETE FROM nbmemory_meta WHERE key = ?", [key])
+        return present

@@ -142,17 +142,48 @@ class FactsTable(TableObject):
         )
         return int(fact_id), "updated"
 
-    def delete(self, namespace: str, category: str, key: str, now: dt.datetime) -> int | None:
-        """Remove a fact, keeping its last value in history; returns its id, or None."""
+    def delete(
+        self, namespace: str, category: str, key: str, now: dt.datetime, *, history: bool = False
+    ) -> int | None:
+        """Remove a fact, keeping its last value in history (unless ``history``: then it
+        is not kept, see :meth:`erase_history`); returns its id, or None."""
         self._write()
         rows = self.store.run(
             "DELETE FROM facts WHERE namespace = ? AND category = ? AND key = ?"
             " RETURNING id, value, source, updated_at",
             [namespace, category, key],
         )
-        for fact_id, value, source, valid_from in rows:
-            self._archive(fact_id, namespace, category, key, value, source, valid_from, now)
+        if not history:
+            for fact_id, value, source, valid_from in rows:
+                self._archive(fact_id, namespace, category, key, value, source, valid_from, now)
         return int(rows[0][0]) if rows else None
+
+    def erase_history(self, namespace: str, category: str, key: str) -> list[int]:
+        """Delete every earlier value of ``(category, key)`` (of the fact and of any fact
+        deleted before under that name); returns the fact id of each row deleted."""
+        self._write()
+        where = " WHERE namespace = ? AND category = ? AND key = ?"
+        params = [namespace, category, key]
+        ids = [
+            int(r[0]) for r in self.store.run("SELECT fact_id FROM fact_history" + where, params)
+        ]
+        if ids:  # no RETURNING: the history has no key a lake could return rows by
+            self.store.run("DELETE FROM fact_history" + where, params)
+        return ids
+
+    def erase_deleted_history(self) -> dict[str, list[int]]:
+        """Delete the history of every fact that no longer exists (in any namespace);
+        returns namespace -> the fact id of each row deleted."""
+        self._write()
+        where = " WHERE NOT EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_history.fact_id)"
+        erased: dict[str, list[int]] = {}
+        for namespace, fact_id in self.store.run(
+            "SELECT namespace, fact_id FROM fact_history" + where + " ORDER BY namespace, fact_id"
+        ):
+            erased.setdefault(str(namespace), []).append(int(fact_id))
+        if erased:
+            self.store.run("DELETE FROM fact_history" + where)
+        return erased
 
     def _archive(self, fact_id: int, namespace: str, category: str, key: str, value: str,
                  source: str, valid_from: Any, superseded_at: dt.datetime) -> None:  # fmt: skip

@@ -53,6 +53,26 @@ class SessionsTable(TableObject):
         )
         return rows
 
+    def of_user(self, user_id: str, namespace: str | None) -> list[tuple[str, str]]:
+        """(namespace, session_id) of the session rows of ``user_id`` (one namespace or all)."""
+        sql = "SELECT namespace, session_id FROM sessions WHERE user_id = ?"
+        params = [user_id]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            params.append(namespace)
+        return [(str(r[0]), str(r[1])) for r in self.store.run(sql + " ORDER BY ALL", params)]
+
+    def owners(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """(namespace, session_id) -> user_id of those of ``keys`` that have a row."""
+        if not keys:
+            return {}
+        rows = self.store.run(
+            "SELECT namespace, session_id, user_id FROM sessions"
+            " WHERE namespace || chr(31) || session_id IN (SELECT unnest(?::VARCHAR[]))",
+            [[f"{ns}\x1f{sid}" for ns, sid in keys]],
+        )
+        return {(str(r[0]), str(r[1])): str(r[2]) for r in rows}
+
     def active_keys(self) -> dict[tuple[str, str], dt.datetime]:
         """(namespace, session_id) -> last_activity of every active session."""
         rows = self.store.run(
