@@ -96,6 +96,9 @@ class Settings:
     # secrets redacted before storing/embedding (nbmemory.redaction)
     redaction: bool = True
     redact_patterns: tuple[str, ...] = ()
+    #: Also redact personal data: e-mail addresses, phone numbers, IBANs, US SSNs,
+    #: Brazilian CPFs, Spanish DNI/NIE numbers (card numbers are redacted always).
+    redact_pii: bool = False
     # embeddings
     embedding_model: str = DEFAULT_MODEL
     embed_batch_size: int = 64
@@ -155,6 +158,8 @@ class Settings:
             )
         if not isinstance(self.redaction, bool):
             raise InvalidInput(f"redaction must be True or False, got {self.redaction!r}")
+        if not isinstance(self.redact_pii, bool):
+            raise InvalidInput(f"redact_pii must be True or False, got {self.redact_pii!r}")
         if isinstance(self.redact_patterns, str):
             raise InvalidInput("redact_patterns must be a list of regex strings, not one string")
         object.__setattr__(self, "redact_patterns", tuple(self.redact_patterns))

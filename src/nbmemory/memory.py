@@ -296,9 +296,10 @@ class Memory:
     def redactor(self) -> Redactor | None:
         """The compiled redaction patterns of the current settings (None when disabled)."""
         s = self._core.settings
-        key = (s.redaction, s.redact_patterns)
+        key = (s.redaction, s.redact_patterns, s.redact_pii)
         if self._redactor_cache is None or self._redactor_cache[0] != key:
-            self._redactor_cache = (key, Redactor(s.redact_patterns) if s.redaction else None)
+            redactor = Redactor(s.redact_patterns, pii=s.redact_pii) if s.redaction else None
+            self._redactor_cache = (key, redactor)
         return self._redactor_cache[1]
 
     def _redact(self, text: str) -> tuple[str, int]:

@@ -1,0 +1,444 @@
+"""Which word after "the password is …" is a password.
+
+Prose names a secret and then says something *about* it as often as it gives it:
+"the password is hunter2" and "the password is incorrect" have the same shape.
+The rule, in order (see :func:`looks_secret`):
+
+* a quoted value (``'…'``, ``"…"``, ````…````, ``“…”``) is always the secret;
+* a PIN or a door/alarm code is digits (4–12 for a PIN, 3+ digits for a code);
+* an empty value, a placeholder (``<password>``, ``${DB_PASS}``, ``$PASSWORD``,
+  ``****``, ``xxx``, ``...``) or a number followed by a unit ("12 characters
+  long") is not a secret;
+* a value that is an ordinary English word describing the secret — a stop word
+  ("the", "to", "in", "not" …), one of :data:`DESCRIBING` ("incorrect",
+  "required", "expired", "same" …) or a lowercase word ending in -ed, -ing or
+  -ly ("stored", "expiring", "usually") — is not a secret;
+* for the weak names (password, passcode, passwd, passphrase, pw, pwd) anything
+  else of at least 3 characters is the secret ("hunter2", "swordfish",
+  "Tr0ub4dor&3");
+* for the strong-evidence names (secret, token, api key …), which English uses
+  idiomatically ("the secret is patience"), the value must also look like a
+  credential: a digit, a symbol, mixed case past the first letter, or 16+
+  characters.
+
+So "my password is the same as before" is left alone (its value would be "the"),
+and "the secret is love" too; "the wifi password is sunshine" is redacted.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Words that describe a secret rather than give it (compared lowercased).
+DESCRIBING = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "its",
+        "it's",
+        "my",
+        "your",
+        "our",
+        "their",
+        "his",
+        "her",
+        "mine",
+        "yours",
+        "ours",
+        "theirs",
+        "one",
+        "some",
+        "any",
+        "no",
+        "not",
+        "none",
+        "null",
+        "nil",
+        "undefined",
+        "empty",
+        "blank",
+        "missing",
+        "unknown",
+        "unset",
+        "n/a",
+        "na",
+        "tbd",
+        "same",
+        "different",
+        "also",
+        "too",
+        "very",
+        "so",
+        "just",
+        "still",
+        "now",
+        "only",
+        "already",
+        "then",
+        "there",
+        "here",
+        "in",
+        "on",
+        "at",
+        "for",
+        "to",
+        "of",
+        "from",
+        "by",
+        "with",
+        "without",
+        "about",
+        "as",
+        "like",
+        "than",
+        "into",
+        "under",
+        "over",
+        "within",
+        "via",
+        "and",
+        "or",
+        "but",
+        "if",
+        "when",
+        "while",
+        "because",
+        "since",
+        "until",
+        "unless",
+        "either",
+        "neither",
+        "both",
+        "all",
+        "each",
+        "every",
+        "more",
+        "less",
+        "most",
+        "least",
+        "much",
+        "many",
+        "few",
+        "enough",
+        "what",
+        "where",
+        "how",
+        "why",
+        "who",
+        "which",
+        "whatever",
+        "something",
+        "nothing",
+        "anything",
+        "everything",
+        "someone",
+        "somewhere",
+        "what's",
+        "where's",
+        "correct",
+        "incorrect",
+        "wrong",
+        "right",
+        "invalid",
+        "valid",
+        "expired",
+        "expiring",
+        "required",
+        "optional",
+        "mandatory",
+        "weak",
+        "strong",
+        "secure",
+        "insecure",
+        "safe",
+        "unsafe",
+        "simple",
+        "complex",
+        "long",
+        "short",
+        "new",
+        "old",
+        "default",
+        "sensitive",
+        "case-sensitive",
+        "insensitive",
+        "good",
+        "bad",
+        "fine",
+        "ok",
+        "okay",
+        "great",
+        "important",
+        "public",
+        "private",
+        "visible",
+        "invisible",
+        "hidden",
+        "secret",
+        "same-as",
+        "ready",
+        "available",
+        "unavailable",
+        "active",
+        "inactive",
+        "disabled",
+        "enabled",
+        "locked",
+        "unlocked",
+        "compromised",
+        "leaked",
+        "known",
+        "shared",
+        "personal",
+        "temporary",
+        "permanent",
+        "random",
+        "generated",
+        "provided",
+        "given",
+        "sent",
+        "needed",
+        "necessary",
+        "supposed",
+        "meant",
+        "used",
+        "useless",
+        "easy",
+        "hard",
+        "difficult",
+        "obvious",
+        "written",
+        "printed",
+        "on",
+        "off",
+        "yes",
+        "true",
+        "false",
+        "masked",
+        "redacted",
+        "unchanged",
+        "stored",
+        "saved",
+        "encrypted",
+        "hashed",
+        "salted",
+        "changed",
+        "reset",
+        "set",
+        "being",
+        "been",
+        "be",
+        "going",
+        "gonna",
+        "usually",
+        "always",
+        "never",
+        "sometimes",
+        "probably",
+        "really",
+        "actually",
+        "basically",
+        "literally",
+        "currently",
+        "definitely",
+        "certainly",
+        "maybe",
+        "perhaps",
+        "likely",
+        "unlikely",
+        "too-short",
+        "too-long",
+        "short-lived",
+        "long-lived",
+        "rotated",
+        "revoked",
+        "working",
+        "broken",
+        "fixed",
+        "different-from",
+        "identical",
+        "similar",
+        "unique",
+        "common",
+        "reused",
+        "blank",
+        "stale",
+        "fresh",
+        "outdated",
+        "updated",
+        "wrong-again",
+        "somewhere-safe",
+        "attached",
+        "below",
+        "above",
+        "following",
+        "next",
+        "previous",
+        "last",
+        "first",
+        "second",
+        "third",
+        "case",
+        "letters",
+        "digits",
+        "numbers",
+        "characters",
+        "numeric",
+        "alphanumeric",
+        "lowercase",
+        "uppercase",
+        "mixed",
+        "strong-enough",
+        "weak-enough",
+        "good-enough",
+        "fine-now",
+    ]
+)
+
+#: A number followed by one of these is a length, a count or a duration.
+UNITS = frozenset(
+    [
+        "character",
+        "characters",
+        "char",
+        "chars",
+        "digit",
+        "digits",
+        "letter",
+        "letters",
+        "symbol",
+        "symbols",
+        "word",
+        "words",
+        "byte",
+        "bytes",
+        "bit",
+        "bits",
+        "long",
+        "min",
+        "mins",
+        "minute",
+        "minutes",
+        "hour",
+        "hours",
+        "hr",
+        "hrs",
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "year",
+        "years",
+        "second",
+        "seconds",
+        "sec",
+        "secs",
+        "time",
+        "times",
+        "attempt",
+        "attempts",
+        "try",
+        "tries",
+        "percent",
+        "%",
+        "chars.",
+    ]
+)
+
+_PLACEHOLDER = re.compile(
+    r"""<[^<>]*>|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|%\(?\w*\)?s|\{\{?[^{}]*\}\}?"""
+    r"""|[*xX•.…_-]{3,}|\?+""",
+)
+_CALL_OR_ATTRIBUTE = re.compile(r"[A-Za-z_][\w.]*\(|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$|\w+\[")
+_PATH = re.compile(r"[/~.]|[A-Za-z]:[\\/]")
+_PIN = re.compile(r"\d{4,12}")
+_WORD_SUFFIX = re.compile(r"[a-z]+(?:ed|ing|ly)")
+#: Trailing sentence punctuation that is not part of a bare value.
+TRAILING = ".,;:\"'`”’"
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+
+
+#: How much evidence a name needs: a PIN/code is digits; the weak names take any
+#: value that is not a describing word; the strong names need a credential-like value.
+PIN, CODE, WEAK, STRONG, PWD = "pin", "code", "weak", "strong", "pwd"
+
+
+def name_class(name: str) -> str:
+    """The evidence class of a secret's name as written in prose."""
+    lowered = re.sub(r"[\s_-]+", " ", name.lower())
+    if lowered.startswith("pin"):
+        return PIN
+    if lowered.endswith("code") and not lowered.startswith("pass"):
+        return CODE
+    if lowered == "pwd":
+        return PWD
+    if lowered.startswith(("pass", "pw")):
+        return WEAK
+    return STRONG
+
+
+def _credential_like(value: str) -> bool:
+    if any(c.isdigit() for c in value) or len(value) >= 16:
+        return True
+    if any(not c.isalnum() and c not in "-'" for c in value):
+        return True
+    return any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+
+
+def looks_secret(
+    value: str, kind: str, *, quoted: bool, after: str = "", code: bool = False
+) -> bool:
+    """Whether ``value``, said to be a secret of class ``kind``, is one.
+
+    ``after`` is the text that follows the value (to tell "12 characters" from
+    "12"); ``code`` says the value followed ``=`` or ``:`` (``pw = getpass()``:
+    a call or an attribute is code, not a password).
+    """
+    if not value or value.startswith("[REDACTED]"):
+        return False
+    if kind == PIN:
+        return _PIN.fullmatch(value) is not None
+    if kind == CODE:
+        return sum(c.isdigit() for c in value) >= 3 and len(value) <= 16
+    if _PLACEHOLDER.fullmatch(value) or value.startswith(("<", "{{")):
+        return False  # <your password>, {{ secrets.DB }}: a placeholder, not the secret
+    if quoted:
+        return True
+    lowered = value.lower()
+    if value.isdigit():
+        next_word = after.split(None, 1)[0].lower().rstrip(".,;:") if after.strip() else ""
+        if next_word in UNITS:
+            return False
+    if lowered in DESCRIBING or _WORD_SUFFIX.fullmatch(value):
+        return False
+    if len(value) < 3:
+        return False
+    if (code or kind == PWD) and _CALL_OR_ATTRIBUTE.match(value):
+        return False
+    if kind == PWD and _PATH.match(value):
+        return False
+    if kind == STRONG:
+        return _credential_like(value)
+    return True
+
+
+def strip_trailing(value: str) -> str:
+    """``value`` without the sentence punctuation that follows a bare value (a closing
+    bracket only when the value does not open it: ``${DB_PASS}`` keeps its brace)."""
+    while value:
+        last = value[-1]
+        if last in TRAILING or (
+            last in _CLOSERS and value.count(_CLOSERS[last]) < value.count(last)
+        ):
+            value = value[:-1]
+        else:
+            break
+    return value

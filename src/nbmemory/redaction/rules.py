@@ -1,0 +1,623 @@
+"""The redaction rules: what a secret looks like, and the cheap needle each is found by.
+
+Each :class:`Rule` is a regex, a *needle* (lowercase literals or a cheap regex
+that the lowercased text of every match of the rule contains, so a text without
+it is never searched with the rule) and,
+where the regex alone cannot tell, a function that says which part of a match is
+the secret, or that it is none (a failed checksum, a describing word, a command
+whose ``-p`` is a port).  The rules see text at any depth of JSON escaping: a
+quote may be ``"``, ``\\"`` or ``\\\\\\"``, a newline ``\\n`` or ``\\\\n``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import checksums, prose
+
+#: What replaces a secret.
+REDACTED = "[REDACTED]"
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One kind of secret: its name (the kind reported), regex and needle."""
+
+    name: str
+    regex: str
+    #: What the lowercased text of every match contains: literals (merged with the
+    #: other rules' into one trie-shaped regex), or a regex over lowercase text.
+    needle: str | tuple[str, ...]
+    #: The secret's span in a match, or None when the match is not a secret; by
+    #: default the first ``secret…`` group that matched, else the whole match.
+    span: Callable[[re.Match[str]], Span | None] | None = None
+    #: The needle holds a ``:`` or an ``=`` (searched only in texts that have one).
+    separated: bool = False
+    #: Personal data rather than a credential: on only with ``redact_pii``.
+    pii: bool = False
+
+
+def secret_span(match: re.Match[str]) -> Span | None:
+    """The span of the first ``secret…`` group that matched, else the whole match."""
+    for name, value in match.groupdict().items():
+        if value is not None and name.startswith("secret"):
+            return match.span(name)
+    return match.span()
+
+
+def _checked(check: Callable[[str], bool]) -> Callable[[re.Match[str]], Span | None]:
+    def span(match: re.Match[str]) -> Span | None:
+        return secret_span(match) if check(match.group(0)) else None
+
+    return span
+
+
+# -- where a token may start and end ----------------------------------------------------
+#: Not inside a longer word; a ``\n`` escape before the token counts as a boundary.
+_START = r"(?:(?<=\\[nrt])|(?<![A-Za-z0-9_]))"
+_END = r"(?![A-Za-z0-9_])"
+_NOT_DONE = r"(?!\[REDACTED\])"
+
+# -- private key blocks ------------------------------------------------------------------
+_PEM_NAME = r"[ A-Z0-9_-]{0,60}?PRIVATE KEY(?: BLOCK)?-----"
+#: A line break as pasted: real, or escaped at any depth of JSON (``\n``, ``\\n`` ...).
+_NL = r"(?:\r?\n|\\+[rn])"
+_PRIVATE_KEY = (
+    rf"-----BEGIN{_PEM_NAME}"
+    # the whole block up to its END line (within 20,000 characters: a PGP key with
+    # subkeys is under 10k), whatever the newlines are written as ...
+    rf"(?:[\s\S]{{0,20000}}?-----END{_PEM_NAME}"
+    # ... or, with no END line, the header lines and the base64 lines that follow
+    rf"|(?:[ \t]*{_NL}[ \t]*[A-Za-z][A-Za-z0-9-]*: [^\r\n\\\"]*)*"
+    rf"(?:(?:[ \t]*{_NL})+[ \t]*[A-Za-z0-9+/=]+|[ \t]+[A-Za-z0-9+/=]{{20,}})*)"
+)
+
+# -- names that say their value is secret ------------------------------------------------
+#: As the last word of a key: password, db_password, "aws_secret_access_key",
+#: X-Api-Key, client_secret, auth_token, PGPASSWORD, MYSQL_PWD, SMTP_PASS ... (but
+#: not max_tokens, password_hint, token_count or passport).
+SECRET_NAME = (
+    r"(?:(?:[A-Za-z0-9]+[_.-])*"
+    r"(?:pass(?:word|wd|phrase|code)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?"
+    r"|(?:api|access|private|client|signing|encryption|account|master|app|consumer"
+    r"|shared[_-]?access)[_-]?(?:key|secret)|apikey|private[_-]?key[_-]?id"
+    r"|(?:auth|access|refresh|session|bearer|api|id|oauth)?[_-]?token)"
+    r"|(?:[A-Za-z0-9]+[_.-])+(?:pass|pwd|pw)"
+    r"|pgpassword|mysql_pwd|rediscli_auth|sshpass)"
+)
+SECRET_KEY = re.compile(rf"(?i){SECRET_NAME}")
+_KEY_WORDS = r"(?:api|access|private|client|signing|encryption|account|master|app|consumer|secret)"
+_SECRET_NAME_NEEDLE = (
+    rf"""(?:pass|password|passwd|passphrase|passcode|pwd|pw|pin|secret|credential|credentials|{_KEY_WORDS}[_.\s-]?key|access[_-]?key"""
+    r"""|key_id|key-id|token|auth)\\*["']?\s*[:=]"""
+)
+_KEY_VALUE = (
+    rf"(?i)(?<![A-Za-z0-9_]){SECRET_NAME}(?![A-Za-z0-9_])"
+    # the key's closing quote, escaped at any depth (``\"password\": \"x\"``)
+    r"""(?P<key_quote>\\*["'])?"""
+    # ``=>`` only after a space (``key => v``); ``key=>v`` is ``=`` then the value ``>v``
+    r"(?:\s+=>|\s*:=|\s*:|=|\s+=(?!>))[ \t]*"
+    r"""(?:(?P<value_quote>\\*["'])|(?=[^\s"'\\]))"""
+)
+#: How a bare value ends: at white space, a quote, an escape (``\"``, ``\n``) and,
+#: after a quoted key (JSON-like text), at ``,`` ``}`` ``]``.
+_BARE = re.compile(r"""(?:[^\s"'\\]|\\(?![\\"'nrtu/]))+""")
+_BARE_IN_JSON = re.compile(r"""(?:[^\s"'\\,}\]]|\\(?![\\"'nrtu/]))+""")
+
+
+def closing_quote(text: str, start: int, quote: str, depth: int) -> int | None:
+    """Where a string value that starts at ``start`` ends: the position of its
+    closing quote (with the backslashes that escape it at ``depth``), or None.
+
+    At depth ``n`` (``n`` backslashes before the opening quote: 0, 1, 3, 7 ...) the
+    closing quote follows a run of backslashes whose length is ``n`` modulo
+    ``2(n+1)``: escaped quotes and backslashes inside the value have other lengths.
+    """
+    index = start
+    period = 2 * (depth + 1)
+    while index < len(text):
+        char = text[index]
+        if char == "\n":
+            return None
+        if char == "\\":
+            run = index
+            while run < len(text) and text[run] == "\\":
+                run += 1
+            if run < len(text) and text[run] == quote and (run - index) % period == depth:
+                return index
+            index = run + 1
+            continue
+        if char == quote:
+            return index
+        index += 1
+    return None
+
+
+def _key_value_span(match: re.Match[str]) -> Span | None:
+    text = match.string
+    start = match.end()
+    opening = match.group("value_quote")
+    if opening is not None:
+        end = closing_quote(text, start, opening[-1], len(opening) - 1)
+        if end is None:  # never closed: to the end of the line
+            newline = text.find("\n", start)
+            end = len(text) if newline < 0 else newline
+        return (start, end) if end > start else None
+    bare = (_BARE_IN_JSON if match.group("key_quote") else _BARE).match(text, start)
+    return (start, bare.end()) if bare else None
+
+
+# -- secrets in prose ----------------------------------------------------------------------
+_PROSE_NAME = (
+    r"pass(?:word|code|wd|phrase)|pwd?|pin(?:[ -]?(?:code|number))?"
+    r"|secret(?:[ _-]key)?|(?:api|access|auth|bearer|session|refresh|bot)[ _-]?(?:token|key)"
+    r"|token|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
+)
+_PROSE_VALUE = (
+    r"""(?:(?P<open>["'`“‘])(?P<quoted>[^"'`”’\n]{1,200})["'`”’]"""
+    r"""|(?P<bare>[^\s"'`]{1,200}))"""
+)
+_PROSE_IS = (
+    r"(?i)(?<![A-Za-z0-9_-])(?:"
+    # the password (for the prod db) is / was / remains / 's / changed to ...
+    rf"(?P<name>{_PROSE_NAME})"
+    r"(?:\s+(?:for|of|to|on|at)(?:\s+[^\s.,;:!?]+){1,3}?)?"
+    r"(?P<verb>\s+(?:is|was|are|remains|will\s+be|should\s+be)(?![\w-])"
+    r"|\s+(?:(?:is|was|has\s+been|got)\s+)?(?:changed|set|updated|reset)\s+to(?![\w-])"
+    r"|['’]s(?![\w-]))"
+    r"(?:\s+(?:now|still|just|simply|actually|currently|always))?"
+    r"(?:[ \t]*:)?[ \t]*"
+    # set / change (my wifi) password to ...
+    r"|(?:set|change|changed|update|updated|reset)\s+(?:(?:the|my|our|your|his|her|their|its)\s+)?"
+    rf"(?:[\w-]+\s+){{0,2}}?(?P<name2>{_PROSE_NAME})\s+to[ \t]+"
+    r")"
+    rf"{_PROSE_VALUE}"
+)
+_PROSE_IS_NEEDLE = (
+    r"(?:word|code|wd|phrase|pw|pwd|pin|number|secret|token|key)"
+    r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|remains|will|should|has|got|changed|set"
+    r"|updated|reset)(?![\w-]))"
+)
+#: ``pw: x``, ``PIN=1234``, ``door code: 4411`` (the long names are the key-value rule's)
+_SHORT_NAME = (
+    r"pwd?|pin(?:[ -]?(?:code|number))?"
+    r"|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
+)
+_PROSE_COLON = (
+    rf"(?i)(?<![A-Za-z0-9_-])(?P<name>{_SHORT_NAME})(?P<verb>[ \t]*[:=](?![:=]))[ \t]*"
+    rf"{_PROSE_VALUE}"
+)
+_PROSE_COLON_NEEDLE = r"(?:pw|pwd|pin|code|number)[ \t]*[:=]"
+
+
+def _prose_span(match: re.Match[str]) -> Span | None:
+    groups = match.groupdict()
+    name = groups["name"] or groups["name2"]
+    kind = prose.name_class(name)
+    code = (groups["verb"] or "").strip() in (":", "=")
+    if match.group("quoted") is not None:
+        start, end = match.span("quoted")
+        quoted = True
+    else:
+        start = match.start("bare")
+        end = start + len(prose.strip_trailing(match.group("bare")))
+        quoted = False
+    value = match.string[start:end]
+    after = match.string[end : end + 40]
+    if not prose.looks_secret(value, kind, quoted=quoted, after=after, code=code):
+        return None
+    return start, end
+
+
+_USE_AS = (
+    r"(?i)(?<![\w-])use\s+"
+    rf"{_PROSE_VALUE}"
+    r"\s+as\s+(?:(?:the|my|our|your|a|an|its|their)\s+)?(?:[\w-]+\s+){0,2}?"
+    r"(?P<name>pass(?:word|code|wd|phrase)|pin)(?![\w-])"
+)
+
+
+def _use_as_span(match: re.Match[str]) -> Span | None:
+    quoted = match.group("quoted") is not None
+    group = "quoted" if quoted else "bare"
+    start, end = match.span(group)
+    if not quoted:
+        end = start + len(prose.strip_trailing(match.group(group)))
+    value = match.string[start:end]
+    kind = prose.name_class(match.group("name"))
+    return (start, end) if prose.looks_secret(value, kind, quoted=quoted) else None
+
+
+# -- command lines -------------------------------------------------------------------------
+_CLI_VALUE = r"""(?:'[^'\n]*'|"[^"\n]*"|[^\s'"`;|&]+)"""
+#: Where a command ends, looking back from a flag.
+_SEGMENT_END = re.compile(r"[\n;|&`(]|\$\(")
+_WORD = re.compile(r"[^\s'\"=]+")
+#: Commands whose ``--password`` is a switch (prompt for it), not followed by one.
+_PASSWORD_SWITCH = frozenset(
+    [
+        "psql",
+        "pg_dump",
+        "pg_dumpall",
+        "pg_restore",
+        "pg_basebackup",
+        "createdb",
+        "dropdb",
+        "createuser",
+        "dropuser",
+        "vacuumdb",
+        "clusterdb",
+        "reindexdb",
+        "pg_isready",
+    ]
+)
+
+
+def command_words(text: str, position: int) -> set[str]:
+    """The words (base names) of the shell command that ``position`` is in."""
+    start = max(0, position - 400)
+    for found in _SEGMENT_END.finditer(text, start, position):
+        start = found.end()
+    return {word.rsplit("/", 1)[-1].lower() for word in _WORD.findall(text, start, position)}
+
+
+def _unquoted(match: re.Match[str], group: str = "secret") -> Span | None:
+    start, end = match.span(group)
+    value = match.group(group)
+    if len(value) >= 2 and value[0] in "'\"" and value[-1] == value[0]:
+        start, end = start + 1, end - 1
+    return (start, end) if end > start and not value.startswith(REDACTED) else None
+
+
+def _for_commands(*commands: str) -> Callable[[re.Match[str]], Span | None]:
+    """A span function: the flag's value, when the flag is given to one of ``commands``
+    (``-p`` is a password to mysql, a port to docker, a parent to mkdir)."""
+    wanted = frozenset(commands)
+
+    def span(match: re.Match[str]) -> Span | None:
+        if not command_words(match.string, match.start()) & wanted:
+            return None
+        groups = match.groupdict()
+        group = "secret_q" if groups.get("secret_q") is not None else "secret"
+        user, password = groups.get("user_q") or groups.get("user"), match.group(group)
+        if user is not None and (
+            password.isdigit() and user.isdigit() or password.startswith("//")
+        ):
+            return None  # uid:gid (docker -u 1000:1000), or a URL
+        return _unquoted(match, group)
+
+    return span
+
+
+def _long_flag_span(match: re.Match[str]) -> Span | None:
+    if match.group("sep") != "=" and command_words(match.string, match.start()) & _PASSWORD_SWITCH:
+        return None  # psql --password mydb: a switch, then the database
+    return _unquoted(match)
+
+
+_MYSQL = [
+    "mysql",
+    "mysqldump",
+    "mysqladmin",
+    "mysqlimport",
+    "mysqlcheck",
+    "mysqlshow",
+    "mysqlpump",
+    "mysqlsh",
+    "mariadb",
+    "mariadb-dump",
+    "mariadb-admin",
+    "mariadb-import",
+]
+_MONGO = ["mongo", "mongosh", "mongodump", "mongorestore", "mongoexport", "mongoimport"]
+_LDAP = "ldapsearch ldapadd ldapmodify ldapdelete ldapwhoami ldappasswd ldapcompare ldapmodrdn"
+_CLI_RULES: tuple[Rule, ...] = (
+    Rule(  # mysql -pPASS, 7z -pPASS, sshpass -pPASS (attached)
+        "command_password",
+        rf"(?<![\w-])-p(?P<secret>{_CLI_VALUE})",
+        r"-p",
+        _for_commands(*_MYSQL, "7z", "7za", "7zr", "7zz", "sshpass"),
+    ),
+    Rule(  # sshpass -p PASS, mongo -p PASS, docker/podman/helm login -p PASS
+        "command_password",
+        rf"(?<![\w-])-p\s+(?P<secret>{_CLI_VALUE})",
+        r"-p",
+        _for_commands("sshpass", *_MONGO, "login"),
+    ),
+    Rule(  # zip -P PASS, sqlcmd -P PASS, mosquitto_pub -P PASS
+        "command_password",
+        rf"(?<![\w-])-P\s*(?P<secret>{_CLI_VALUE})",
+        r"-p",
+        _for_commands("zip", "unzip", "sqlcmd", "bcp", "osql", "mosquitto_pub", "mosquitto_sub"),
+    ),
+    Rule(  # ldapsearch -w PASS
+        "command_password",
+        rf"(?<![\w-])-w\s*(?P<secret>{_CLI_VALUE})",
+        r"-w",
+        _for_commands(*_LDAP.split()),
+    ),
+    Rule(  # redis-cli -a PASS
+        "command_password",
+        rf"(?<![\w-])-a\s+(?P<secret>(?![^\s:]+:){_CLI_VALUE})",
+        r"-a\s",
+        _for_commands("redis-cli", "keydb-cli"),
+    ),
+    Rule(  # curl -u user:pass, http -a user:pass, smbclient -U user%pass, lftp -u user,pass
+        "command_password",
+        r"""(?<![\w-])(?:-u|--user|--proxy-user|-U|-a|--auth)(?:\s+|=)?"""
+        r"""(?:(?P<q>['"])(?P<user_q>[^\s:%,'"]+)[:%,](?P<secret_q>[^'"\n]+)(?P=q)"""
+        r"""|(?P<user>[^\s:%,'"]+)[:%,](?P<secret>[^\s'"]+))""",
+        r"-[ua]|--(?:user|proxy-user|auth)",
+        _for_commands("curl", "http", "https", "xh", "xhs", "lftp", "smbclient", "rpcclient"),
+    ),
+    Rule(  # htpasswd -b[cBm...] file user PASS
+        "command_password",
+        rf"(?<![\w-])-[A-Za-z]*b[A-Za-z]*\s+\S+\s+\S+\s+(?P<secret>{_CLI_VALUE})",
+        r"-[a-z]*b[a-z]*\s",
+        _for_commands("htpasswd"),
+    ),
+    Rule(  # --password=X, --db-password X, --api-key X, --token=X (any command)
+        "command_password",
+        r"(?<![\w-])--(?!no-)[\w-]*?(?:password|passwd|pass|secret|token|api-?key|auth-?key)"
+        rf"(?![\w-])(?P<sep>=|\s+)(?P<secret>(?![-<>|&]){_CLI_VALUE})",
+        r"--[\w-]*?(?:pass|secret|token|key)",
+        _long_flag_span,
+    ),
+    Rule(  # openssl ... -passin pass:X
+        "command_password",
+        r"(?<![\w-])-pass(?:in|out)?\s+pass:(?P<secret>\S+)",
+        r"-pass(?:in|out)?\s",
+    ),
+)
+
+
+# -- personal data (redact_pii) ------------------------------------------------------------
+def _email_span(match: re.Match[str]) -> Span | None:
+    return None if match.group("local").lower() == "git" else match.span()
+
+
+def _phone_span(match: re.Match[str]) -> Span | None:
+    digits = sum(c.isdigit() for c in match.group(0))
+    return match.span() if 7 <= digits <= 15 else None
+
+
+def _iban_span(match: re.Match[str]) -> Span | None:
+    """The longest prefix of whole groups that is an IBAN (capitals after it may be words)."""
+    text = match.group(0)
+    groups = re.findall(r" ?[A-Z0-9]{1,4}", text[4:])
+    for count in range(len(groups), 1, -1):
+        candidate = text[:4] + "".join(groups[:count])
+        if checksums.iban(candidate):
+            return match.start(), match.start() + len(candidate)
+    return None
+
+
+# -- the rules, in order ---------------------------------------------------------------------
+RULES: tuple[Rule, ...] = (
+    Rule("private_key", _PRIVATE_KEY, ("-----begin",)),
+    Rule(
+        "aws_access_key_id",
+        rf"{_START}(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{{16}}{_END}",
+        tuple(
+            ["akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa", "abia", "acca", "a3t"]
+        ),
+    ),
+    Rule(
+        "github_token",
+        rf"{_START}(?:gh[pousr]_[A-Za-z0-9]{{36,255}}|github_pat_[A-Za-z0-9_]{{22,255}}){_END}",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    Rule(
+        "gitlab_token",
+        rf"{_START}(?:gl(?:pat|dt|ft|rt|ptt|cbt|oas|imt|soat|ffct|agent)-[0-9A-Za-z_.-]{{20,300}}"
+        rf"|GR1348941[\w-]{{20}}){_END}",
+        tuple(
+            f"gl{kind}-"
+            for kind in [
+                "pat",
+                "dt",
+                "ft",
+                "rt",
+                "ptt",
+                "cbt",
+                "oas",
+                "imt",
+                "soat",
+                "ffct",
+                "agent",
+            ]
+        )
+        + ("gr1348941",),
+    ),
+    Rule("huggingface_token", rf"{_START}(?:hf|api_org)_[A-Za-z]{{34}}{_END}", ("hf_", "api_org_")),
+    Rule("npm_token", rf"{_START}npm_[A-Za-z0-9]{{36}}{_END}", ("npm_",)),
+    Rule("pypi_token", rf"{_START}pypi-AgE[A-Za-z0-9_-]{{50,}}", ("pypi-age",)),
+    Rule(
+        "anthropic_key",
+        rf"{_START}sk-ant-(?:api|admin|oat|sid)\d\d-[A-Za-z0-9_-]{{20,}}",
+        ("sk-ant-",),
+    ),
+    Rule(
+        "openai_key", rf"{_START}sk-(?:proj-|svcacct-|admin-|ant-)?[A-Za-z0-9_-]{{20,}}", ("sk-",)
+    ),
+    Rule(
+        "slack_token",
+        rf"{_START}(?:xox[abposre]-[A-Za-z0-9-]{{10,}}|xapp-\d-[A-Za-z0-9-]{{10,}})"
+        r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{20,}",
+        ("xox", "xapp-", "hooks.slack.com/"),
+    ),
+    Rule(
+        "discord_webhook",
+        r"discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{30,}",
+        ("/api/webhooks/",),
+    ),
+    Rule(
+        "stripe_key",
+        rf"{_START}(?:[rsp]k_(?:live|test|prod)_[A-Za-z0-9]{{16,}}|whsec_[A-Za-z0-9]{{24,}})",
+        ("k_live_", "k_test_", "k_prod_", "whsec_"),
+    ),
+    Rule("twilio_key", rf"{_START}SK[0-9a-fA-F]{{32}}{_END}", r"sk[0-9a-f]{32}"),
+    Rule(
+        "sendgrid_key",
+        rf"{_START}SG\.[A-Za-z0-9_-]{{22}}\.[A-Za-z0-9_-]{{43}}{_END}",
+        ("sg.",),
+    ),
+    Rule(
+        "digitalocean_token",
+        rf"{_START}do[por]_v1_[a-f0-9]{{64}}{_END}",
+        ("dop_v1_", "doo_v1_", "dor_v1_"),
+    ),
+    Rule(
+        "shopify_token",
+        rf"{_START}shp(?:at|ca|pa|ss)_[a-fA-F0-9]{{32}}{_END}",
+        ("shpat_", "shpca_", "shppa_", "shpss_"),
+    ),
+    Rule(
+        "azure_client_secret",
+        r"(?:(?<=\\[nrt])|(?<![A-Za-z0-9_~.-]))[a-zA-Z0-9_~.]{3}\dQ~[a-zA-Z0-9_~.-]{31,34}"
+        r"(?![A-Za-z0-9_~.-])",
+        r"\dq~",
+    ),
+    Rule("databricks_token", rf"{_START}dapi[a-f0-9]{{32}}(?:-\d)?{_END}", ("dapi",)),
+    Rule(
+        "google_oauth",
+        rf"{_START}(?:ya29\.[0-9A-Za-z_-]{{20,}}|GOCSPX-[A-Za-z0-9_-]{{28}})",
+        ("ya29.", "gocspx-"),
+    ),
+    Rule("google_api_key", rf"{_START}AIza[0-9A-Za-z_-]{{35}}{_END}", ("aiza",)),
+    Rule(
+        "vault_token",
+        rf"{_START}(?:hvs\.[\w-]{{90,}}|hvb\.[\w-]{{138,}})",
+        ("hvs.", "hvb."),
+    ),
+    Rule(
+        "grafana_token",
+        rf"{_START}(?:glsa_[A-Za-z0-9]{{32}}_[A-Fa-f0-9]{{8}}|glc_[A-Za-z0-9+/]{{32,}}={{0,3}})",
+        ("glsa_", "glc_"),
+    ),
+    Rule(
+        "saas_token",  # Linear, Notion, Perplexity, Groq, Replicate, LangSmith, Postman, Doppler, Pulumi, New Relic, Sentry, age
+        rf"{_START}(?:lin_api_[A-Za-z0-9]{{40}}|ntn_\d{{11}}[A-Za-z0-9]{{35}}|pplx-[A-Za-z0-9]{{48}}"
+        rf"|gsk_[A-Za-z0-9]{{52}}|r8_[A-Za-z0-9]{{37}}|lsv2_(?:pt|sk)_[a-f0-9]{{32}}_[a-f0-9]{{10}}"
+        rf"|PMAK-[a-f0-9]{{24}}-[a-f0-9]{{34}}|dp\.pt\.[A-Za-z0-9]{{43}}|pul-[a-f0-9]{{40}}"
+        rf"|NRAK-[A-Z0-9]{{27}}|sntry[us]_[A-Za-z0-9+/=_]{{40,}}"
+        rf"|AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{{58}}){_END}",
+        tuple(
+            [
+                "lin_api_",
+                "ntn_",
+                "pplx-",
+                "gsk_",
+                "r8_",
+                "lsv2_",
+                "pmak-",
+                "dp.pt.",
+                "pul-",
+                "nrak-",
+                "sntry",
+                "age-secret-key-",
+            ]
+        ),
+    ),
+    Rule(
+        "telegram_bot_token",
+        rf"{_START}\d{{8,10}}:AA[A-Za-z0-9_-]{{33}}{_END}",
+        r"\d:aa[a-z0-9_-]{33}",
+        separated=True,
+    ),
+    Rule(
+        "jwt",
+        rf"{_START}eyJ[A-Za-z0-9_-]{{5,}}\.eyJ[A-Za-z0-9_-]{{5,}}\.[A-Za-z0-9_-]{{5,}}",
+        ("eyj",),
+    ),
+    Rule(
+        "authorization",
+        r"""(?i)\bauthorization\\*["']?\s*[:=]\s*\\*["']?(?:basic|bearer|token|digest)?\s*"""
+        rf"(?P<secret>{_NOT_DONE}[A-Za-z0-9\-._~+/]{{8,}}=*)",
+        r"""authorization\\*["']?\s*[:=]""",
+        separated=True,
+    ),
+    Rule(
+        "bearer_token",
+        rf"(?i)\bbearer\s+(?P<secret>{_NOT_DONE}[A-Za-z0-9\-._~+/]{{16,}}=*)",
+        ("bearer",),
+    ),
+    # user:password@ in a URL (the user name stays)
+    Rule(
+        "url_password",
+        rf"\b[a-z][a-z0-9+.-]*://[^\s/:@]*:(?P<secret>{_NOT_DONE}[^\s/@]+)@",
+        r"://[^\s/:@]*:[^\s/@]+@",
+        separated=True,
+    ),
+    # Vectora's password / api_key patterns, grown to JSON (escaped at any depth), YAML,
+    # dicts and env files
+    Rule(
+        "secret_value",
+        _KEY_VALUE,
+        # the last word of every secret name (see SECRET_NAME), then what may follow it
+        _SECRET_NAME_NEEDLE,
+        _key_value_span,
+        separated=True,
+    ),
+    Rule("secret_prose", _PROSE_IS, _PROSE_IS_NEEDLE, _prose_span),
+    Rule("secret_prose", _PROSE_COLON, _PROSE_COLON_NEEDLE, _prose_span, separated=True),
+    Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),
+    *_CLI_RULES,
+    # 13-19 digits of a card number (Luhn-checked)
+    Rule(
+        "payment_card",
+        r"(?<![\d-])[3-6]\d{3}(?:[ -]?\d){9,15}(?![\d-])",
+        # the shortest card number the pattern takes
+        r"[3-6]\d{3}(?:[ -]?\d){9}",
+        _checked(checksums.luhn),
+    ),
+    # -- personal data, with Settings(redact_pii=True) --
+    Rule(
+        "email",
+        r"(?<![\w.+%-])(?P<local>[A-Za-z0-9._%+-]{1,64})@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*"
+        r"\.[A-Za-z]{2,24}(?![\w-])",
+        ("@",),
+        _email_span,
+        pii=True,
+    ),
+    Rule(
+        "phone",
+        r"(?<![\w+.-])(?:\+[1-9]\d{0,2}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}"
+        r"|(?:\(\d{3}\)\s?|\d{3}[-. ])\d{3}[-. ]\d{4})(?![\w.-]?\d)",
+        r"\+[1-9]|\(\d{3}\)|\d{3}[-. ]\d{3}[-. ]\d{4}",
+        _phone_span,
+        pii=True,
+    ),
+    Rule(
+        "iban",
+        r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
+        r"[a-z]{2}\d{2} ?[a-z0-9]{4}",
+        _iban_span,
+        pii=True,
+    ),
+    Rule(
+        "us_ssn",
+        r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])|(?i:\bssn\b|social security(?: number)?)\W{0,3}(?P<secret>\d{9})\b",
+        r"\d{3}-\d{2}-\d{4}|ssn|social security",
+        _checked(checksums.us_ssn),
+        pii=True,
+    ),
+    Rule(
+        "br_cpf",
+        r"(?<![\d.-])\d{3}\.\d{3}\.\d{3}-\d{2}(?![\d.-])|(?i:\bcpf\b)\W{0,3}(?P<secret>\d{11})\b",
+        r"\d{3}\.\d{3}\.\d{3}-\d{2}|cpf",
+        _checked(checksums.br_cpf),
+        pii=True,
+    ),
+    Rule(
+        "es_dni",
+        r"(?<![A-Za-z0-9-])(?:\d{8}|[XYZxyz]-?\d{7})-?[A-Za-z](?![A-Za-z0-9-])",
+        r"\d{7}-?[a-z]",
+        _checked(checksums.es_dni),
+        pii=True,
+    ),
+)
