@@ -11,7 +11,7 @@ from ..core import Core
 from ..errors import MemoryNotFound
 from ..events import Event, build_row, build_rows
 from ..store import READ_COLUMNS
-from ..validation import check_limit, check_name, date_range, scope_filters
+from ..validation import check_limit, check_name, check_names, date_range, scope_filters
 
 
 class EventLog:
@@ -123,7 +123,7 @@ class EventLog:
 
     def delete(self, ids: str | list[str], *, namespace: str | None = None) -> int:
         """Delete events by id (within the namespace); returns how many were deleted."""
-        wanted = [check_name(i, "id") for i in ([ids] if isinstance(ids, str) else ids)]
+        wanted = [check_name(ids, "id")] if isinstance(ids, str) else check_names(ids, "ids")
         ns = self.core.ns(namespace)
         if not wanted:
             return 0
@@ -151,7 +151,11 @@ class EventLog:
         return {"path": store.path, "bytes_before": before, "bytes_after": after}
 
     def status(self) -> dict[str, Any]:
-        """Path, model, counts per namespace/session/kind and the embedding backlog."""
+        """Path, model, counts per namespace/session/kind and the embedding backlog.
+
+        ``without_text`` counts the events with no text (tool-call turns): they are
+        never embedded, so they are neither pending nor failed.
+        """
         core = self.core
         counts = core.store.events.counts()
 
@@ -167,6 +171,7 @@ class EventLog:
             "embedded": total("embedded"),
             "pending": total("pending"),
             "failed": total("failed"),
+            "without_text": total("without_text"),
             "backlog": 0 if core.worker is None else core.worker.backlog,
             "counts": counts,
         }
