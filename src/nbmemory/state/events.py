@@ -24,7 +24,7 @@ class EventLog:
         self,
         session_id: str,
         role: str,
-        content: str,
+        content: str | None,
         *,
         namespace: str | None = None,
         kind: str = "message",
@@ -44,6 +44,9 @@ class EventLog:
         of the text when that is higher (``estimate_importance=False`` turns the
         estimate off); an explicit value must be a number in 0..1.  The row is durable when
         this returns; its vector follows in the background (see ``flush``).
+
+        A turn that only calls tools passes ``content=None`` (or ``""``) with
+        ``tool_calls=[...]``: it is stored with no text and never embedded.
         """
         row = build_row(
             self.core.settings,
@@ -171,7 +174,7 @@ class EventLog:
             "embedded": total("embedded"),
             "pending": total("pending"),
             "failed": total("failed"),
-            "without_text": total("without_text"),
+            "without_text": core.store.events.without_text(),
             "backlog": 0 if core.worker is None else core.worker.backlog,
             "counts": counts,
         }

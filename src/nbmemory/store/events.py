@@ -273,21 +273,24 @@ class EventsTable(TableObject):
         return frame
 
     def counts(self) -> pd.DataFrame:
-        """Events per namespace, session and kind, with the embedding backlog and the
-        events with no text to embed (``without_text``: tool-call turns)."""
+        """Events per namespace, session and kind, with the embedding backlog."""
         frame: pd.DataFrame = self.store.run(
             "SELECT namespace, session_id, kind, count(*) AS events,"
             " count(embedding_model) AS embedded,"
             " count(*) FILTER (WHERE embedding_model IS NULL AND embedding_error IS NULL"
             "   AND content IS NOT NULL) AS pending,"
             " count(embedding_error) AS failed,"
-            " count(*) FILTER (WHERE content IS NULL) AS without_text,"
             " min(created_at) AS first_at, max(created_at) AS last_at"
             " FROM events GROUP BY ALL ORDER BY namespace, session_id, kind",
             None,
             "df",
         )
         return frame
+
+    def without_text(self) -> int:
+        """How many events have no text to embed (tool-call turns)."""
+        rows = self.store.run("SELECT count(*) FROM events WHERE content IS NULL")
+        return int(rows[0][0])
 
     def unconsolidated_sessions(
         self, namespace: str, cutoff: dt.datetime, session_id: str | None = None
