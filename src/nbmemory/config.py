@@ -26,7 +26,18 @@ from typing import Any
 
 from .errors import InvalidInput
 from .redaction import compile_pattern
-from .validation import check_limit, check_unit_interval, is_number
+from .validation import (
+    MAX_JSON_DEPTH,
+    MAX_KEY_CHARS,
+    MAX_METADATA_BYTES,
+    JsonLimits,
+    check_limit,
+    check_unit_interval,
+    is_number,
+)
+
+#: The deepest ``max_json_depth`` may be: Python's json module recurses once a level.
+MAX_JSON_DEPTH_CEILING = 500
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_NAMESPACE = "default"
@@ -102,8 +113,16 @@ class Settings:
     # embeddings
     embedding_model: str = DEFAULT_MODEL
     embed_batch_size: int = 64
-    # guard rails
+    # guard rails: the largest input accepted (each error names the setting to raise)
+    #: content of an event or memory, a task's prompt; and, as they carry content,
+    #: tool calls (a write_file call holds the file), session state and macro arguments
     max_content_bytes: int = 1_000_000
+    #: metadata of an event or memory, as stored JSON
+    max_metadata_bytes: int = MAX_METADATA_BYTES
+    #: any key of metadata, tool calls, session state or macro arguments, at every depth
+    max_key_chars: int = MAX_KEY_CHARS
+    #: nesting of metadata, tool calls, session state or macro arguments
+    max_json_depth: int = MAX_JSON_DEPTH
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -140,9 +159,17 @@ class Settings:
             "max_memory_tokens",
             "embed_batch_size",
             "max_content_bytes",
+            "max_metadata_bytes",
+            "max_key_chars",
+            "max_json_depth",
             "rerank_top_n",
         ):
             check_limit(getattr(self, name), name, allow_zero=name.endswith("_limit"))
+        if self.max_json_depth > MAX_JSON_DEPTH_CEILING:
+            raise InvalidInput(
+                f"max_json_depth must be at most {MAX_JSON_DEPTH_CEILING} (deeper JSON "
+                f"exhausts Python's stack), got {self.max_json_depth!r}"
+            )
         for name in ("consolidation_interval_hours", "session_ttl_hours"):
             value = getattr(self, name)
             if not is_number(value) or not math.isfinite(value) or value <= 0:
@@ -189,6 +216,21 @@ class Settings:
         if "profile" in changes and not explicit:
             changes["relevance_threshold"] = None  # follow the new profile
         return dataclasses.replace(self, relevance_threshold_explicit=explicit, **changes)
+
+    @property
+    def metadata_limits(self) -> JsonLimits:
+        """How large metadata may be (``max_metadata_bytes``, keys, depth)."""
+        return JsonLimits(
+            self.max_metadata_bytes, "max_metadata_bytes", self.max_key_chars, self.max_json_depth
+        )
+
+    @property
+    def payload_limits(self) -> JsonLimits:
+        """How large JSON that carries content may be: tool calls, session state, macro
+        arguments (``max_content_bytes``, keys, depth)."""
+        return JsonLimits(
+            self.max_content_bytes, "max_content_bytes", self.max_key_chars, self.max_json_depth
+        )
 
     @property
     def search_mode(self) -> str:

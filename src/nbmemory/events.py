@@ -30,12 +30,14 @@ from .config import Settings
 from .errors import InvalidInput
 from .importance import estimate_importance
 from .validation import (
+    JsonLimits,
     check_name,
     check_text,
     check_unit_interval,
     dump_json_arg,
     dump_metadata,
     is_missing,
+    load_json,
     parse_metadata,
     to_utc,
     utcnow,
@@ -104,13 +106,60 @@ class Event:
         )
 
     def _repr_html_(self) -> str:
-        text = self.content if self.content is not None else ""
+        text = turn_text(self.content, self.tool_calls_json)
         preview = text if len(text) <= 200 else text[:200] + "…"
         return (
             f"<div><code>{html.escape(self.id)}</code> · session "
             f"<b>{html.escape(self.session_id)}</b> · {html.escape(self.role)} · "
             f"importance {self.importance:.2f}<br><span>{html.escape(preview)}</span></div>"
         )
+
+
+def _call_text(call: Any) -> str:
+    """One tool call as ``name(arguments)``: OpenAI's ``{"function": {"name",
+    "arguments"}}``, Anthropic's ``{"name", "input"}`` or a plain ``{"name", "args"}``;
+    anything else as its JSON."""
+    if isinstance(call, Mapping):
+        function = call.get("function")
+        spec: Mapping[str, Any] = function if isinstance(function, Mapping) else call
+        name = spec.get("name")
+        if isinstance(name, str) and name:
+            args = next(
+                (spec[k] for k in ("arguments", "args", "input", "parameters") if k in spec), ""
+            )
+            if not isinstance(args, str):
+                args = json.dumps(args, ensure_ascii=False)
+            return f"{name}({args})"
+    return call if isinstance(call, str) else json.dumps(call, ensure_ascii=False)
+
+
+def tool_calls_text(tool_calls_json: Any) -> str:
+    """Stored tool-call JSON as one line a person or a model reads:
+    ``called get_weather({"city": "Paris"})`` (empty when there are no calls).
+
+    It is made from the stored JSON, so what redaction removed stays removed.
+    """
+    if not isinstance(tool_calls_json, str) or not has_tool_calls(tool_calls_json):
+        return ""
+    try:
+        calls = json.loads(tool_calls_json)
+    except (ValueError, RecursionError):
+        return f"called {tool_calls_json}"
+    if isinstance(calls, Mapping) and isinstance(calls.get("tool_calls"), list):
+        calls = calls["tool_calls"]
+    if not isinstance(calls, list):
+        calls = [calls]
+    return "called " + ", ".join(_call_text(call) for call in calls)
+
+
+def turn_text(content: Any, tool_calls_json: Any = None) -> str:
+    """What a turn says, as text: its content, then its tool calls (a tool-call turn
+    with no content is its calls alone)."""
+    text = content if isinstance(content, str) else ""
+    calls = tool_calls_text(tool_calls_json)
+    if not calls:
+        return text
+    return f"{text} [{calls}]" if text else calls
 
 
 def plain(value: Any) -> Any:
@@ -197,7 +246,16 @@ def importance_for(
 ) -> float:
     """The explicit importance when given (validated), else the role's default, raised
     to the estimate from ``content`` (:mod:`nbmemory.importance`) when
-    ``settings.estimate_importance`` is on and a content is given."""
+    ``settings.estimate_importance`` is on and a content is given.
+
+    None is "not given"; a NaN is refused: outside a DataFrame it is a number gone
+    wrong, not a missing value (a DataFrame's empty cells arrive here as None).
+    """
+    if isinstance(importance, float) and math.isnan(importance):
+        raise InvalidInput(
+            "importance is NaN, not a number between 0 and 1; leave it out (or None) "
+            "for the role's default"
+        )
     if importance is not None:
         return check_unit_interval(importance, "importance")
     default = float(settings.importance_by_role.get(role, 0.5))
@@ -206,26 +264,61 @@ def importance_for(
     return max(default, estimate_importance(content, role))
 
 
-def _stored_metadata(metadata: Any) -> str | None:
+def _stored_metadata(metadata: Any, limits: JsonLimits) -> str | None:
     """Metadata as stored JSON text: a dict is dumped; text must already be a JSON object."""
     if not isinstance(metadata, str):
-        return dump_metadata(metadata)
+        return dump_metadata(metadata, limits)
     try:
-        value = json.loads(metadata)
-    except ValueError:
+        value = load_json(metadata, "metadata", limits)
+    except json.JSONDecodeError:
         raise InvalidInput(f"metadata is not JSON: {metadata[:60]!r}") from None
     if not isinstance(value, dict):
         raise InvalidInput(f"metadata must be a JSON object, got {metadata[:60]!r}")
-    return check_text(metadata, "metadata", allow_empty=True)
+    return metadata
+
+
+#: JSON texts of "no tool calls".
+_NO_CALLS = frozenset({"", "[]", "{}", "null", '""'})
+
+
+def has_tool_calls(tool_calls_json: str | None) -> bool:
+    """Whether stored tool-call JSON holds any call (``[]``, ``{}``, ``null`` do not)."""
+    return tool_calls_json is not None and tool_calls_json.strip() not in _NO_CALLS
+
+
+def check_content(
+    content: Any, tool_calls_json: str | None, settings: Settings, *, stored: bool = False
+) -> str | None:
+    """The content to store: text, or None for a tool-call turn.
+
+    A turn that calls tools may have no text (OpenAI-style agents log
+    ``content=None`` or ``""`` with ``tool_calls=[...]``): its content is stored as
+    NULL, whatever blank it came as, and it is never embedded.  A turn with neither
+    text nor tool calls is refused.  ``stored`` rows (imports) may lack both.
+    """
+    if content is None or (isinstance(content, str) and not content.strip()):
+        if has_tool_calls(tool_calls_json):
+            return None
+        if stored and content is None:
+            return None
+        if content is None:
+            raise InvalidInput(
+                "content is missing and there are no tool_calls; nothing to remember "
+                "(a turn that only calls tools passes content=None with tool_calls=[...])"
+            )
+    checked: str = check_text(
+        content, "content", max_bytes=settings.max_content_bytes, allow_empty=stored
+    )
+    return checked
 
 
 def build_row(
     settings: Settings,
     *,
-    session_id: Any,
-    role: Any,
-    content: Any,
-    namespace: Any,
+    session_id: Any = None,
+    role: Any = None,
+    content: Any = None,
+    namespace: Any = None,
     kind: Any = "message",
     metadata: Any = None,
     importance: Any = None,
@@ -243,9 +336,11 @@ def build_row(
 ) -> dict[str, Any]:
     """Validate one event's fields and return the row to insert (no vector yet).
 
+    None in an optional field means "not given": its default applies.  A turn with
+    ``tool_calls`` may have no content (stored as NULL, never embedded).
     ``stored=True`` is for rows that existed elsewhere (an export, another
-    agent's database): their content may be missing (a tool call with no text),
-    metadata may be JSON text, and their times and embedding error are kept.
+    agent's database): their content may be missing, metadata may be JSON text,
+    and their times and embedding error are kept.
     """
     session_id = check_name(session_id, "session_id")
     namespace = check_name(namespace, "namespace")
@@ -255,14 +350,13 @@ def build_row(
             f"unknown role {role!r}; roles: {', '.join(settings.importance_by_role)} "
             "(add one with Settings(importance_by_role={...}))"
         )
-    kind = check_name(kind, "kind")
-    if not (stored and content is None):
-        content = check_text(
-            content, "content", max_bytes=settings.max_content_bytes, allow_empty=stored
-        )
+    kind = "message" if kind is None else check_name(kind, "kind")
+    tool_calls_json = dump_json_arg(tool_calls, "tool_calls", settings.payload_limits)
+    content = check_content(content, tool_calls_json, settings, stored=stored)
     _check_optional_names(
         tool_call_id=tool_call_id, tool_name=tool_name, graph_id=graph_id, task_id=task_id
     )
+    limits = settings.metadata_limits
     created = utcnow() if created_at is None else to_utc(created_at)
     return {
         "id": new_id() if id is None else check_name(id, "id"),
@@ -273,8 +367,10 @@ def build_row(
         "content": content,
         "tool_call_id": tool_call_id,
         "tool_name": tool_name,
-        "tool_calls_json": dump_json_arg(tool_calls, "tool_calls"),
-        "metadata": _stored_metadata(metadata) if stored else dump_metadata(metadata),
+        "tool_calls_json": tool_calls_json,
+        "metadata": (
+            _stored_metadata(metadata, limits) if stored else dump_metadata(metadata, limits)
+        ),
         "graph_id": graph_id,
         "task_id": task_id,
         "created_at": created,
@@ -375,6 +471,7 @@ def _batch_rows(settings: Settings, raws: list[dict[str, Any]]) -> list[dict[str
         return None
     "\x00".join(contents).encode("utf-8")  # a lone surrogate anywhere raises
     limit = settings.max_content_bytes
+    limits = settings.metadata_limits
     if limit is not None:
         for text in contents:
             if len(text) * 4 > limit:
@@ -404,7 +501,7 @@ def _batch_rows(settings: Settings, raws: list[dict[str, Any]]) -> list[dict[str
                 "tool_call_id": None,
                 "tool_name": None,
                 "tool_calls_json": None,
-                "metadata": None if metadata is None else dump_metadata(metadata),
+                "metadata": None if metadata is None else dump_metadata(metadata, limits),
                 "graph_id": None,
                 "task_id": None,
                 "created_at": created,
@@ -420,14 +517,24 @@ def _batch_rows(settings: Settings, raws: list[dict[str, Any]]) -> list[dict[str
 
 
 def iter_input_rows(rows: Any) -> Iterable[dict[str, Any]]:
-    """Rows from a DataFrame or an iterable of mappings, as plain dicts without NaN."""
+    """Rows from a DataFrame or an iterable of mappings, as plain dicts of the fields
+    given.
+
+    One rule for missing values, whatever the form: a field that is None is not
+    given (its default applies), and so is a DataFrame's empty cell (NaN, None,
+    ``pd.NA``, ``NaT``: how pandas spells a missing value).  So a DataFrame row and
+    the dict with its empty cells left out (or None) store the same event.  A NaN
+    in a dict is a value, and a bad one: it is refused by the field's check.
+    """
     if isinstance(rows, pd.DataFrame):
         for record in rows.to_dict(orient="records"):
-            yield {str(k): (None if is_missing(v) else v) for k, v in record.items()}
+            yield {str(k): v for k, v in record.items() if not is_missing(v)}
         return
-    if isinstance(rows, (str, bytes, Mapping)):
-        raise InvalidInput("add_events takes a DataFrame or an iterable of dicts")
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise InvalidInput(
+            f"add_events takes a DataFrame or an iterable of dicts, got {type(rows).__name__}"
+        )
     for index, row in enumerate(rows):
         if not isinstance(row, Mapping):
             raise InvalidInput(f"row {index} is a {type(row).__name__}, not a dict")
-        yield dict(row)
+        yield {k: v for k, v in row.items() if v is not None}

@@ -167,38 +167,53 @@ class Memory:
             data_path=data_path,
             snapshot=snapshot,
         )
-        store.redactor = self._redact
-        store.redaction_suspects = self._redaction_suspects
-        self._core = core = build_core(
-            store, model, settings, namespace, actor, token_counter, reranker=rerank
-        )
-        # the parts, for those who need them (tests, research, the notebook)
-        self.store: Store = core.store
-        self.writer: Writer = core.writer
-        self.retriever: Retriever = core.retriever
-        self.indexes: Indexes = core.indexes
-        self.working: WorkingMemory = core.working
-        self.worker: EmbeddingWorker | None = core.worker
-        self.embedder: Embedder = core.embedder
-        self.namespace: str = namespace
-        self._sessions = Sessions(core)
-        self._events = EventLog(core)
-        self._embeddings = Embeddings(core)
-        self._audit = Audit(core)
-        self._agents_md = AgentsMd(core)
-        self._transfer = Transfer(core)
-        self._sqlite = SqliteImport(core)
-        self._memories = Memories(core)
-        self._facts = Facts(core)
-        self._macros = Macros(core)
-        self._prefixes = Prefixes(core)
-        self._tasks = Scheduler(core)
-        self._consolidation = Consolidation(core)
-        if core.worker is not None:
-            core.worker.submit(store.vectors.pending())  # left without a vector by a crash
-            if settings.background_consolidation:  # first run after one interval
-                self._consolidation.start_consolidation()
+        try:
+            store.redactor = self._redact
+            store.redaction_suspects = self._redaction_suspects
+            self._core = core = build_core(
+                store, model, settings, namespace, actor, token_counter, reranker=rerank
+            )
+            # the parts, for those who need them (tests, research, the notebook)
+            self.store: Store = core.store
+            self.writer: Writer = core.writer
+            self.retriever: Retriever = core.retriever
+            self.indexes: Indexes = core.indexes
+            self.working: WorkingMemory = core.working
+            self.worker: EmbeddingWorker | None = core.worker
+            self.embedder: Embedder = core.embedder
+            self.namespace: str = namespace
+            self._sessions = Sessions(core)
+            self._events = EventLog(core)
+            self._embeddings = Embeddings(core)
+            self._audit = Audit(core)
+            self._agents_md = AgentsMd(core)
+            self._transfer = Transfer(core)
+            self._sqlite = SqliteImport(core)
+            self._memories = Memories(core)
+            self._facts = Facts(core)
+            self._macros = Macros(core)
+            self._prefixes = Prefixes(core)
+            self._tasks = Scheduler(core)
+            self._consolidation = Consolidation(core)
+            if core.worker is not None:
+                core.worker.submit(store.vectors.pending())  # left without a vector by a crash
+                if settings.background_consolidation:  # first run after one interval
+                    self._consolidation.start_consolidation()
+        except BaseException:  # a store that cannot be used is let go at once
+            self._abandon(store)
+            raise
         _OPEN.add(self)
+
+    def _abandon(self, store: Store) -> None:
+        """Stop what an open that failed half-way started, and close its file."""
+        core = getattr(self, "_core", None)
+        with contextlib.suppress(Exception):
+            if core is not None and core.worker is not None:
+                core.worker.stop()
+            consolidation = getattr(self, "_consolidation", None)
+            if consolidation is not None:
+                consolidation.stop_consolidation()
+        store.close()
 
     @property
     def model_name(self) -> str:
@@ -277,6 +292,7 @@ class Memory:
                 "nothing to apply: pass relevance_threshold=, salience_threshold= "
                 "or similarity_threshold="
             )
+        source = check_name(source, "source")
         before = {name: getattr(self.settings, name) for name in changes}
         details = {"before": before, "after": changes, "source": source}
         return self._configure(changes, "settings", details)

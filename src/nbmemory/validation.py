@@ -7,11 +7,15 @@ a refused input never leaves a half-written store behind.  Each check raises
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
 import numbers
-from collections.abc import Mapping
+import os
+import reprlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,11 +35,26 @@ def is_number(value: Any) -> bool:
 def check_unit_interval(value: Any, name: str, *, low: float = 0.0) -> float:
     """``value`` as a float in ``[low, 1]``; NaN, inf, strings and bools are refused."""
     if not is_number(value):
-        raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {value!r}")
+        raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {shown(value)}")
     number = float(value)
     if math.isnan(number) or not low <= number <= 1.0:
-        raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {value!r}")
+        raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {shown(value)}")
     return number
+
+
+#: The longest name of one file or folder most file systems allow (NAME_MAX).
+MAX_FILE_NAME_BYTES = 255
+#: The largest count a limit or offset may be: DuckDB's BIGINT.
+MAX_COUNT = 2**63 - 1
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` short enough for a one-line error (a nested or long value is cut)."""
+    return _REPR.repr(value)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
 
 
 def check_limit(value: Any, name: str, *, allow_zero: bool = True) -> int:
@@ -43,17 +62,54 @@ def check_limit(value: Any, name: str, *, allow_zero: bool = True) -> int:
     if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
         value = int(value)
     else:
-        raise InvalidInput(f"{name} must be a whole number, got {value!r}")
+        raise InvalidInput(f"{name} must be a whole number, got {shown(value)}")
     if value < 0 or (value == 0 and not allow_zero):
         bound = "0 or more" if allow_zero else "1 or more"
         raise InvalidInput(f"{name} must be {bound}, got {value!r}")
+    if value > MAX_COUNT:
+        raise InvalidInput(f"{name} must be at most {MAX_COUNT:,}, got {value:,}")
     return value
 
 
+def check_path(value: Any, name: str = "path") -> str:
+    """A file path given as text or ``os.PathLike``: not blank, no NUL byte."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a file path (str or pathlib.Path), got {shown(value)}")
+    if not value.strip():
+        raise InvalidInput(f"{name} is empty; pass a file path")
+    if "\x00" in value:
+        raise InvalidInput(f"{name} holds a NUL byte: {shown(value)}")
+    check_text(value, name)
+    for part in value.split(os.sep):
+        if len(part.encode("utf-8")) > MAX_FILE_NAME_BYTES:
+            raise InvalidInput(
+                f"{name} has a file or folder name of {len(part.encode('utf-8')):,} bytes, over "
+                f"the {MAX_FILE_NAME_BYTES} file systems allow: {shown(value)}"
+            )
+    return value
+
+
+def check_names(values: Any, name: str) -> list[str]:
+    """A list of names (ids, queries ...): one str is refused, so is a non-list."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, set, frozenset)):
+        raise InvalidInput(f"{name} must be a list of strings, got {shown(values)}")
+    return [check_name(v, f"{name}[{i}]") for i, v in enumerate(values)]
+
+
 def check_text(
-    value: Any, name: str, *, max_bytes: int | None = None, allow_empty: bool = False
+    value: Any,
+    name: str,
+    *,
+    max_bytes: int | None = None,
+    allow_empty: bool = False,
+    setting: str | None = None,
 ) -> str:
-    """A str that encodes as UTF-8 (no lone surrogates) and, unless allowed, is not blank."""
+    """A str that encodes as UTF-8 (no lone surrogates) and, unless allowed, is not blank.
+
+    Over ``max_bytes``, the error names ``setting`` (the one to raise), if any.
+    """
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be text (str), got {type(value).__name__}")
     if not allow_empty and not value.strip():
@@ -67,11 +123,13 @@ def check_text(
             f"{exc.start}; decode the source with errors='replace' first"
         ) from None
     if max_bytes is not None and size > max_bytes:
-        hint = " (Settings.max_content_bytes); split it into smaller memories"
-        raise InvalidInput(
-            f"{name} is {_size(size)}, over the {_size(max_bytes)} limit"
-            + (hint if name == "content" else "; shorten it")
-        )
+        if name == "content":
+            hint = " (Settings.max_content_bytes); split it into smaller memories"
+        elif setting is not None:
+            hint = f" (Settings.{setting}); shorten it, or raise the setting"
+        else:
+            hint = "; shorten it"
+        raise InvalidInput(f"{name} is {_size(size)}, over the {_size(max_bytes)} limit{hint}")
     return value
 
 
@@ -83,7 +141,7 @@ def _size(count: int) -> str:
 def check_name(value: Any, name: str) -> str:
     """A non-empty identifier-like string (session, namespace, role): any text is allowed."""
     if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{name} must be a non-empty string, got {value!r}")
+        raise InvalidInput(f"{name} must be a non-empty string, got {shown(value)}")
     return check_text(value, name, max_bytes=MAX_NAME_BYTES)
 
 
@@ -109,7 +167,7 @@ def to_utc(value: Any, name: str = "created_at") -> dt.datetime:
     elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime(value.year, value.month, value.day)
     if not isinstance(value, dt.datetime):
-        raise InvalidInput(f"{name} must be a datetime or ISO-8601 text, got {value!r}")
+        raise InvalidInput(f"{name} must be a datetime or ISO-8601 text, got {shown(value)}")
     if value.tzinfo is not None:
         try:
             value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
@@ -136,7 +194,115 @@ def date_range(
     return since, until
 
 
-def dump_metadata(metadata: Any) -> str | None:
+#: Largest metadata accepted, as stored JSON in UTF-8 bytes (``Settings.max_metadata_bytes``).
+#: Metadata annotates a memory (a source, a speaker, tags): the 2,760 LoCoMo turns
+#: the project loads carry 66 bytes of it at the median and 172 at most, so 64 KiB
+#: leaves room several hundred times over while refusing a file or a transcript
+#: pasted into a dict (that belongs in content, under ``max_content_bytes``).
+MAX_METADATA_BYTES = 64 * 1024
+#: Longest key of a JSON object a caller hands in (metadata, tool calls, session
+#: state, macro arguments), in characters, at every depth (``Settings.max_key_chars``).
+MAX_KEY_CHARS = 256
+#: Deepest nesting of a JSON value a caller hands in (``Settings.max_json_depth``):
+#: .NET's System.Text.Json default; deeper than any agent's metadata or tool call,
+#: and far below the depth at which Python's json module runs out of stack.
+MAX_JSON_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class JsonLimits:
+    """How large a JSON field may be: stored bytes (the setting that says so is named
+    in the error), key length in characters and nesting depth."""
+
+    max_bytes: int | None = MAX_METADATA_BYTES
+    bytes_setting: str = "max_metadata_bytes"
+    max_key_chars: int = MAX_KEY_CHARS
+    max_depth: int = MAX_JSON_DEPTH
+
+
+#: The limits of metadata with the default settings (``Settings.metadata_limits``).
+METADATA_LIMITS = JsonLimits()
+
+
+def check_json_size(text: str, name: str, limits: JsonLimits) -> str:
+    """``text`` (JSON as stored) valid Unicode and within ``limits.max_bytes``."""
+    check_text(text, name, allow_empty=True)  # e.g. a lone surrogate in a value
+    if limits.max_bytes is not None and len(text) * 4 > limits.max_bytes:
+        size = len(text.encode("utf-8"))
+        if size > limits.max_bytes:
+            raise InvalidInput(
+                f"{name} is {_size(size)} of JSON, over the {_size(limits.max_bytes)} limit "
+                f"(Settings.{limits.bytes_setting}); shorten it, or raise the setting"
+            )
+    return text
+
+
+def check_json_shape(value: Any, name: str, limits: JsonLimits, text: str | None = None) -> None:
+    """Every key of ``value`` (a JSON-serialisable value) at most ``limits.max_key_chars``
+    characters, and no deeper than ``limits.max_depth``.  ``text``, its JSON, skips the
+    walk when it is too short to break either limit (most metadata)."""
+    if text is not None and len(text) <= min(limits.max_key_chars, 2 * limits.max_depth):
+        return
+    stack: list[tuple[Any, int, str]] = [(value, 1, name)]
+    while stack:
+        item, depth, path = stack.pop()
+        children: Iterable[tuple[Any, Any]]
+        if isinstance(item, Mapping):
+            children = item.items()
+        elif isinstance(item, (list, tuple)):
+            children = enumerate(item)
+        else:
+            continue
+        if depth > limits.max_depth:
+            raise InvalidInput(
+                f"{name} is nested more than {limits.max_depth} levels deep (at {path}), "
+                f"over the limit (Settings.max_json_depth); flatten it"
+            )
+        for key, child in children:
+            if isinstance(key, str) and len(key) > limits.max_key_chars:
+                where = "" if path == name else f" in {path}"
+                raise InvalidInput(
+                    f"{name} key {key[:40]!r}...{where} is {len(key):,} characters, over "
+                    f"the {limits.max_key_chars}-character limit (Settings.max_key_chars); "
+                    "use a short key and put long text in the value"
+                )
+            if isinstance(child, (Mapping, list, tuple)):
+                stack.append((child, depth + 1, f"{path}[{key!r}]"))
+
+
+def dump_json(value: Any, name: str, limits: JsonLimits, *, sort_keys: bool = False) -> str:
+    """``value`` as the JSON text stored for it, within ``limits``."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, sort_keys=sort_keys)
+    except RecursionError:
+        raise InvalidInput(
+            f"{name} is nested more than {limits.max_depth} levels deep, over the limit "
+            "(Settings.max_json_depth); flatten it"
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"{name} must be JSON-serialisable: {exc}") from None
+    check_json_size(text, name, limits)
+    check_json_shape(value, name, limits, text)
+    return text
+
+
+def load_json(text: str, name: str, limits: JsonLimits) -> Any:
+    """JSON ``text`` a caller handed in, parsed after its size is checked
+    (``json.JSONDecodeError`` when it is not JSON); its keys and depth are checked like
+    a value's."""
+    check_json_size(text, name, limits)
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise InvalidInput(
+            f"{name} is nested more than {limits.max_depth} levels deep, over the limit "
+            "(Settings.max_json_depth); flatten it"
+        ) from None
+    check_json_shape(value, name, limits, text)
+    return value
+
+
+def dump_metadata(metadata: Any, limits: JsonLimits = METADATA_LIMITS) -> str | None:
     """Metadata as the JSON text stored with an event (None stays None)."""
     if metadata is None:
         return None
@@ -146,11 +312,7 @@ def dump_metadata(metadata: Any) -> str | None:
         if not isinstance(key, str):
             raise InvalidInput(f"metadata keys must be strings, got {key!r}")
         check_text(key, "metadata key", allow_empty=True)
-    try:
-        text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"metadata must be JSON-serialisable: {exc}") from None
-    return check_text(text, "metadata", allow_empty=True)  # e.g. a lone surrogate in a value
+    return dump_json(dict(metadata), "metadata", limits, sort_keys=True)
 
 
 def parse_metadata(raw: Any) -> dict[str, Any]:
@@ -161,21 +323,23 @@ def parse_metadata(raw: Any) -> dict[str, Any]:
         return raw
     try:
         value = json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {"_raw": raw}
     return value if isinstance(value, dict) else {"_value": value}
 
 
-def dump_json_arg(value: Any, name: str) -> str | None:
-    """``value`` as JSON text (text is kept as given); None stays None."""
+def dump_json_arg(value: Any, name: str, limits: JsonLimits | None = None) -> str | None:
+    """``value`` as JSON text (text is kept as given, and checked when it is JSON);
+    None stays None."""
+    limits = limits or JsonLimits(None, "max_content_bytes")
     if value is None:
         return None
     if not isinstance(value, str):
-        try:
-            value = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"{name} must be JSON-serialisable: {exc}") from None
-    return check_text(value, name, allow_empty=True)
+        return dump_json(value, name, limits)
+    check_json_size(value, name, limits)
+    with contextlib.suppress(json.JSONDecodeError):
+        load_json(value, name, limits)
+    return value
 
 
 def vector_problem(vector: np.ndarray) -> str | None:
@@ -198,6 +362,8 @@ def is_missing(value: Any) -> bool:
 
 def scope_filters(filters: dict[str, Any] | None, **named: Any) -> dict[str, Any]:
     """Equality filters from ``filters=`` plus the named ones (session_id=, role= ...)."""
+    if filters is not None and not isinstance(filters, Mapping):
+        raise InvalidInput(f"filters must be a dict of column -> value, got {shown(filters)}")
     result = dict(filters or {})
     if "namespace" in result:
         raise InvalidInput("pass namespace=... rather than a namespace filter")

@@ -27,7 +27,7 @@ from typing import Any
 from ..core import Core
 from ..errors import InvalidInput
 from ..events import build_row
-from ..validation import check_limit, check_name, check_unit_interval, to_utc, utcnow
+from ..validation import check_limit, check_name, check_unit_interval, shown, to_utc, utcnow
 from .summarizer import Summarizer, extractive_summary, to_summary
 
 log = logging.getLogger(__name__)
@@ -164,15 +164,25 @@ class Consolidation:
         hours = self.core.settings.consolidation_interval_hours
         if older_than_hours is not None:
             if isinstance(older_than_hours, bool) or not isinstance(older_than_hours, (int, float)):
-                raise InvalidInput(f"older_than_hours must be a number, got {older_than_hours!r}")
+                raise InvalidInput(
+                    f"older_than_hours must be a number, got {shown(older_than_hours)}"
+                )
             if not math.isfinite(older_than_hours) or older_than_hours < 0:
-                raise InvalidInput(f"older_than_hours must be 0 or more, got {older_than_hours!r}")
+                raise InvalidInput(
+                    f"older_than_hours must be 0 or more, got {shown(older_than_hours)}"
+                )
             hours = older_than_hours
         chunk_size = check_limit(chunk_size, "chunk_size", allow_zero=False)
         importance = check_unit_interval(summary_importance, "summary_importance")
         ns = self.core.ns(namespace)
         now = utcnow() if now is None else to_utc(now, "now")
-        report = ConsolidationReport(started_at=now, cutoff=now - dt.timedelta(hours=hours))
+        try:
+            cutoff = now - dt.timedelta(hours=hours)
+        except OverflowError:
+            raise InvalidInput(
+                f"older_than_hours {shown(hours)} reaches back before the year 1; pass fewer hours"
+            ) from None
+        report = ConsolidationReport(started_at=now, cutoff=cutoff)
         if session_id is not None:
             session_id = check_name(session_id, "session_id")
         sessions = self.core.store.events.unconsolidated_sessions(ns, report.cutoff, session_id)
@@ -203,7 +213,7 @@ class Consolidation:
         settings = self.core.settings
         hours = settings.consolidation_interval_hours if interval_hours is None else interval_hours
         if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not hours > 0:
-            raise InvalidInput(f"interval_hours must be a positive number, got {hours!r}")
+            raise InvalidInput(f"interval_hours must be a positive number, got {shown(hours)}")
         if summarizer is not None and not callable(summarizer):
             raise InvalidInput(f"summarizer must be callable, got {type(summarizer).__name__}")
         ns = self.core.ns(namespace)

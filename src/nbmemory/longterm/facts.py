@@ -17,7 +17,14 @@ import pandas as pd
 
 from ..core import Core
 from ..errors import InvalidInput
-from ..validation import check_limit, check_name, check_text, check_unit_interval, utcnow
+from ..validation import (
+    check_limit,
+    check_name,
+    check_text,
+    check_unit_interval,
+    shown,
+    utcnow,
+)
 
 #: Who may have stored a fact.
 FACT_SOURCES = ("agent", "user", "consolidation")
@@ -36,7 +43,7 @@ def check_fact(category: Any, key: Any, value: Any, source: Any) -> tuple[str, s
         value = str(value)
     value = check_text(value, "value", max_bytes=100_000)
     if source not in FACT_SOURCES:
-        raise InvalidInput(f"source must be one of {', '.join(FACT_SOURCES)}, got {source!r}")
+        raise InvalidInput(f"source must be one of {', '.join(FACT_SOURCES)}, got {shown(source)}")
     return category, key, value, source
 
 

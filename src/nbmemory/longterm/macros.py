@@ -21,7 +21,15 @@ import pandas as pd
 
 from ..core import Core
 from ..errors import InvalidInput
-from ..validation import check_limit, check_name, check_unit_interval, utcnow
+from ..validation import (
+    JsonLimits,
+    check_json_size,
+    check_limit,
+    check_name,
+    check_unit_interval,
+    dump_json,
+    utcnow,
+)
 
 
 def _parse_args(text: str | None) -> Any:
@@ -33,15 +41,14 @@ def _parse_args(text: str | None) -> Any:
         return text
 
 
-def _args_text(args: Any) -> str:
+def _args_text(args: Any, limits: JsonLimits, name: str = "args") -> str:
+    """Arguments as the text a macro keeps: text as given, anything else as JSON (both
+    within ``limits``: they carry what a tool call carries)."""
     if args is None:
         return ""
     if isinstance(args, str):
-        return args
-    try:
-        return json.dumps(args, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"args must be text or JSON-serialisable: {exc}") from None
+        return check_json_size(args, name, limits)
+    return dump_json(args, name, limits, sort_keys=True)
 
 
 class Macros:
@@ -114,9 +121,10 @@ class Macros:
             trigger_args_pattern = "*"  # hand-written: distinct from learnt (NULL) rows
         pattern = check_name(trigger_args_pattern, "trigger_args_pattern")
         confidence = check_unit_interval(confidence, "confidence")
+        args = _args_text(next_args, self.core.settings.payload_limits, "next_args")
         with self.core.writer.transaction() as tx:
             macro_id = tx.macros.add(
-                ns, trigger_tool, next_tool, _args_text(next_args), confidence, utcnow(), pattern
+                ns, trigger_tool, next_tool, args, confidence, utcnow(), pattern
             )
             tx.audit("add_macro", [str(macro_id)], ns, {"trigger_tool": trigger_tool})
         return macro_id
@@ -138,7 +146,7 @@ class Macros:
         ns = self.core.ns(namespace)
         trigger_tool = check_name(trigger_tool, "trigger_tool")
         min_confidence = check_unit_interval(min_confidence, "min_confidence")
-        args_text = _args_text(args)
+        args_text = _args_text(args, self.core.settings.payload_limits)
         if self._stamps.get(ns) != self.core.store.macros.tool_stamp(ns):
             self.learn_macros(namespace=ns)
         for row in self.core.store.macros.candidates(ns, trigger_tool, min_confidence):

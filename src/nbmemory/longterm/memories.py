@@ -27,6 +27,7 @@ from ..validation import (
     date_range,
     dump_metadata,
     parse_metadata,
+    shown,
 )
 
 #: Event kinds the memory methods work on.
@@ -167,7 +168,7 @@ class Memories:
         limit = check_limit(limit, "limit")
         offset = check_limit(offset, "offset")
         if not isinstance(use_embedding, bool):
-            raise InvalidInput(f"use_embedding must be True or False, got {use_embedding!r}")
+            raise InvalidInput(f"use_embedding must be True or False, got {shown(use_embedding)}")
         ns, where = self._scope(filters, namespace)
         since, until = date_range(start_date, end_date, ("start_date", "end_date"))
         if not use_embedding:
@@ -202,7 +203,7 @@ class Memories:
         the latter.  ``filters`` (session_id, graph_id, task_id, namespace) are honoured.
         """
         if metric not in _METRICS:
-            raise InvalidInput(f"metric must be one of {', '.join(_METRICS)}, got {metric!r}")
+            raise InvalidInput(f"metric must be one of {', '.join(_METRICS)}, got {shown(metric)}")
         if similarity_threshold is None:
             similarity_threshold = self.core.settings.similarity_threshold
         threshold = check_unit_interval(similarity_threshold, "similarity_threshold", low=-1)
@@ -230,12 +231,12 @@ class Memories:
         """
         limit = check_limit(limit, "limit")
         offset = check_limit(offset, "offset")
-        if order_by not in _ORDER_BY:
+        if not isinstance(order_by, str) or order_by not in _ORDER_BY:
             raise InvalidInput(
-                f"order_by must be created_at, updated_at or relevance, got {order_by!r}"
+                f"order_by must be created_at, updated_at or relevance, got {shown(order_by)}"
             )
         if not isinstance(order, str) or order.lower() not in ("asc", "desc"):
-            raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}")
+            raise InvalidInput(f"order must be 'asc' or 'desc', got {shown(order)}")
         ns, where = self._scope(filters, namespace)
         since, until = date_range(start_date, end_date, ("start_date", "end_date"))
         frame = self.core.store.events.frame(
@@ -264,7 +265,8 @@ class Memories:
             raise InvalidInput("update_memory: nothing to change; pass content= and/or metadata=")
         if content is not None:
             content = check_text(content, "content", max_bytes=self.core.settings.max_content_bytes)
-        meta_json = dump_metadata(metadata) if metadata is not None else None
+        limits = self.core.settings.metadata_limits
+        meta_json = dump_metadata(metadata, limits) if metadata is not None else None
         with self.core.writer.transaction() as tx:
             record = tx.events.get(id, ns, kinds=MEMORY_KINDS)
             if record is None:
@@ -421,4 +423,4 @@ def _scope_value(key: str, value: Any) -> Any:
         return check_name(value, key)
     if isinstance(value, (list, tuple, set, frozenset)) and value:
         return [check_name(v, key) for v in value]
-    raise InvalidInput(f"filter {key!r} takes a string or a list of strings, got {value!r}")
+    raise InvalidInput(f"filter {key!r} takes a string or a list of strings, got {shown(value)}")

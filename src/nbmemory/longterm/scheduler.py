@@ -19,7 +19,7 @@ import pandas as pd
 from ..core import Core
 from ..errors import InvalidInput
 from ..events import new_id
-from ..validation import check_name, check_text, to_utc, utcnow
+from ..validation import check_name, check_text, shown, to_utc, utcnow
 from .schedules import next_run, parse_schedule
 
 log = logging.getLogger(__name__)
@@ -50,11 +50,18 @@ class Scheduler:
         as ``is_trusted``.  ``source`` is ``"tool"`` or ``"config"``.
         """
         name = check_name(name, "name")
-        prompt = check_text(prompt, "prompt", max_bytes=self.core.settings.max_content_bytes)
+        prompt = check_text(
+            prompt,
+            "prompt",
+            max_bytes=self.core.settings.max_content_bytes,
+            setting="max_content_bytes",
+        )
         if not isinstance(trusted, bool):
-            raise InvalidInput(f"trusted must be True or False, got {trusted!r}")
+            raise InvalidInput(f"trusted must be True or False, got {shown(trusted)}")
         if source not in TASK_SOURCES:
-            raise InvalidInput(f"source must be one of {', '.join(TASK_SOURCES)}, got {source!r}")
+            raise InvalidInput(
+                f"source must be one of {', '.join(TASK_SOURCES)}, got {shown(source)}"
+            )
         ns = self.core.ns(namespace)
         now = _now(now)
         parsed = parse_schedule(schedule, now)

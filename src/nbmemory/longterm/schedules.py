@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidInput
+from ..validation import shown
 
 _DAYS = {
     "sunday": 0,
@@ -80,7 +81,7 @@ def parse_schedule(text: Any, now: dt.datetime) -> Schedule:
     :class:`InvalidInput` names the part that was not understood.
     """
     if not isinstance(text, str) or not text.strip():
-        raise InvalidInput(f"schedule must be a cron expression or text, got {text!r}")
+        raise InvalidInput(f"schedule must be a cron expression or text, got {shown(text)}")
     original = text.strip()
     words = " ".join(original.lower().replace(",", " , ").split()).replace(" , ", ", ")
     if words in _MACROS:

@@ -48,10 +48,12 @@ class MemoryStatus:
 
     def summary(self) -> str:
         i = self.info
+        count = i.get("without_text", 0)
+        without = f", {count} tool-call turns without text" if count else ""
         return (
             f"{i['path']} · namespace {i['namespace']!r} · model {i['model']} · "
             f"{i['events']} events ({i['embedded']} embedded, {i['pending']} pending, "
-            f"{i['failed']} failed) · backlog {i['backlog']}"
+            f"{i['failed']} failed{without}) · backlog {i['backlog']}"
         )
 
     def model_line(self) -> str | None:

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from ..config import Settings
 from ..errors import InvalidInput
+from ..events import turn_text
 from ..research.datasets import LoadedConversation
 from ..research.figures import importance_histogram, similarity_histogram
 from ..research.frames import memories_frame
@@ -31,8 +32,13 @@ def _table_html(frame: pd.DataFrame, columns: list[str], *, max_rows: int, css: 
     """A compact, escaped HTML table of ``frame`` (long texts shortened)."""
     shown = frame[columns].head(max_rows).copy()
     if "content" in shown:
+        if "tool_calls_json" in frame:  # a tool-call turn shows its calls
+            calls = frame["tool_calls_json"].head(max_rows)
+            shown["content"] = [
+                turn_text(t, c) for t, c in zip(shown["content"], calls, strict=True)
+            ]
         shown["content"] = shown["content"].map(
-            lambda t: "" if t is None else (t if len(t) <= 160 else t[:157] + "...")
+            lambda t: "" if not isinstance(t, str) else (t if len(t) <= 160 else t[:157] + "...")
         )
     body = shown.to_html(
         index=False,

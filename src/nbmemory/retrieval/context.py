@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..events import turn_text
+
 
 def estimate_tokens(text: str) -> int:
     """Rough token count (about four characters a token for English under BPE tokenizers)."""
@@ -41,6 +43,7 @@ FRAME_COLUMNS = [
     "rank",
     "session_id",
     "kind",
+    "tool_calls_json",
 ]
 
 #: The columns of a context's display (HTML and text), best-ranked first.
@@ -66,6 +69,8 @@ class ContextItem:
     importance: float
     session_id: str
     kind: str = "message"
+    #: The turn's tool calls as stored JSON (a tool-call turn may have no content)
+    tool_calls: str | None = None
     similarity: float | None = None
     #: What the relevance strategy ranked by (the fused score in the hybrid profile)
     relevance_score: float | None = None
@@ -75,6 +80,12 @@ class ContextItem:
     strategies: list[str] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
     rank: int = 0
+
+    @property
+    def text(self) -> str:
+        """What the turn says: its content, then its tool calls (names and arguments,
+        as stored: redacted), e.g. ``called get_weather({"city": "Paris"})``."""
+        return turn_text(self.content, self.tool_calls)
 
     @property
     def score(self) -> float:
@@ -153,6 +164,7 @@ class Context:
                 "rank": item.rank,
                 "session_id": item.session_id,
                 "kind": item.kind,
+                "tool_calls_json": item.tool_calls,
             }
             for item in self.items
         ]
@@ -165,7 +177,7 @@ class Context:
     @staticmethod
     def format_item(item: ContextItem) -> str:
         when = item.created_at.strftime("%Y-%m-%d %H:%M") if item.created_at else "?"
-        return f"[{when}] {item.role}: {item.content or ''}"
+        return f"[{when}] {item.role}: {item.text}"
 
     def to_prompt(self, max_tokens: int | None = None, *, header: str = "Memory:") -> Prompt:
         """The context as prompt text within ``max_tokens`` (default: the store's 4096).
@@ -204,7 +216,9 @@ class Context:
 
     def _display_frame(self) -> pd.DataFrame:
         """The columns a person reads: which strategy found each row, and its scores."""
-        return self.to_frame()[DISPLAY_COLUMNS]
+        frame = self.to_frame()
+        frame["content"] = [item.text for item in self.items]
+        return frame[DISPLAY_COLUMNS]
 
     def to_text(self, max_colwidth: int = 60) -> str:
         """The summary line, then a plain-text table (and the near misses, if any).
@@ -261,11 +275,12 @@ def merge(
             item = ContextItem(
                 id=record["id"],
                 role=record["role"],
-                content=record["content"],
+                content=_text_or_none(record["content"]),
                 created_at=_as_datetime(record["created_at"]),
                 importance=float(record["importance"]),
                 session_id=record["session_id"],
                 kind=record.get("kind", "message"),
+                tool_calls=_text_or_none(record.get("tool_calls_json")),
             )
             items[item.id] = item
         if strategy not in item.strategies:
@@ -315,6 +330,10 @@ def _minute(value: Any) -> str:
     if value is None or value is pd.NaT:
         return ""
     return pd.Timestamp(value).strftime("%Y-%m-%d %H:%M")
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None  # a frame's NaN is no text
 
 
 def _number(value: Any) -> float | None:

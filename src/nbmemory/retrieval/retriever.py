@@ -33,6 +33,7 @@ from ..validation import (
     check_unit_interval,
     date_range,
     scope_filters,
+    shown,
 )
 from .context import Context, merge
 from .embedders import Embedder
@@ -102,6 +103,14 @@ class Retriever:
         return self.embedder.name
 
     # -- the query ------------------------------------------------------------------------
+    def _settings_of(self, settings: Any) -> Settings:
+        """The settings of one call: those given (checked), else the store's."""
+        if settings is None:
+            return self._settings()
+        if not isinstance(settings, Settings):
+            raise InvalidInput(f"settings must be a Settings, got {type(settings).__name__}")
+        return settings
+
     def embed_query(self, text: str) -> np.ndarray:
         """The query's vector (cached for the last 256 distinct queries)."""
         text = check_text(text, "query")
@@ -160,13 +169,15 @@ class Retriever:
         With a reranker, the best ``rerank_top_n`` candidates are re-ordered by
         its score (the ``rerank_score`` column; ``score`` stays the first stage's).
         """
-        s = settings or self._settings()
+        s = self._settings_of(settings)
         limit = check_limit(limit, "limit")
         if threshold is not None:
             threshold = check_unit_interval(threshold, "threshold", low=-1.0)
         mode = s.search_mode if mode is None else mode
         if mode not in SEARCH_MODES:
-            raise InvalidInput(f"unknown search mode {mode!r}; modes: {', '.join(SEARCH_MODES)}")
+            raise InvalidInput(
+                f"unknown search mode {shown(mode)}; modes: {', '.join(SEARCH_MODES)}"
+            )
         flt = scope_filters(filters, session_id=session_id, role=role, kind=kind)
         start, end = date_range(since, until)
         ns = self._namespace(namespace)
@@ -260,7 +271,7 @@ class Retriever:
         settings: Settings | None = None,
     ) -> list[HybridHit]:
         """Keyword or hybrid ranking from the in-memory indexes."""
-        s = settings or self._settings()
+        s = self._settings_of(settings)
         vectors = self.indexes.vectors(self.model)
         keywords = self.indexes.keywords()
         if mode == "keyword":
@@ -296,7 +307,7 @@ class Retriever:
     ) -> Candidates | None:
         """The candidates hybrid ``search`` scores for ``query``, with their features
         (what :func:`nbmemory.research.fitting.fit_weights` learns from)."""
-        s = settings or self._settings()
+        s = self._settings_of(settings)
         return find_candidates(
             self.indexes.vectors(self.model), self.indexes.keywords(), query,
             self.embed_query(query), namespace=self._namespace(namespace), floor=floor,
@@ -344,7 +355,7 @@ class Retriever:
         ``explain=True`` also collects the near misses (candidates just under a
         threshold) in ``context.near_misses``.
         """
-        s = settings or self._settings()
+        s = self._settings_of(settings)
         session_id = check_name(session_id, "session_id")
         ns = self._namespace(namespace)
         p = _context_parameters(

@@ -35,7 +35,7 @@ from ..core import Core
 from ..errors import InvalidInput
 from ..events import build_row
 from ..redaction import check_ingestable
-from ..validation import dump_metadata, parse_metadata
+from ..validation import check_path, dump_metadata, parse_metadata
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -430,7 +430,7 @@ class AgentsMd:
         Sections (by heading) whose text changed are updated and re-embedded, new
         ones added, removed ones deleted; the rest is left untouched.
         """
-        return sync(self.core, path, namespace=self.core.ns(namespace))
+        return sync(self.core, check_path(path), namespace=self.core.ns(namespace))
 
     def watch_agents_md(
         self,
@@ -443,7 +443,7 @@ class AgentsMd:
         """Sync now, then again whenever the file changes, until stopped or the store closes."""
         watcher = AgentsWatcher(
             self.core,
-            path,
+            check_path(path),
             namespace=self.core.ns(namespace),
             on_sync=on_sync,
             force_polling=force_polling,

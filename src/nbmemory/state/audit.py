@@ -35,6 +35,7 @@ import pandas as pd
 from ..core import Core
 from ..errors import InvalidInput
 from ..store import Tx
+from ..validation import check_limit, check_name
 
 #: How a pseudonym starts (an id that already is one is never hashed again).
 PSEUDONYM_PREFIX = "pseudonym:"
@@ -55,7 +56,11 @@ class Audit:
         self, *, namespace: str | None = None, action: str | None = None, limit: int | None = None
     ) -> pd.DataFrame:
         """The audit trail as a DataFrame, newest first (all namespaces unless given)."""
-        return self.core.store.audit.frame(namespace=namespace, action=action, limit=limit)
+        return self.core.store.audit.frame(
+            namespace=None if namespace is None else check_name(namespace, "namespace"),
+            action=None if action is None else check_name(action, "action"),
+            limit=None if limit is None else check_limit(limit, "limit"),
+        )
 
     def cleanup_audit(self, *, dry_run: bool = False) -> int:
         """Apply the audit retention (``audit_retention_days``, 90); returns rows (to be) deleted."""

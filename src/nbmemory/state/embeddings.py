@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import Core
+from ..errors import InvalidInput
 from ..retrieval.vector_index import normalise_rows
 from ..validation import check_text
 
@@ -75,6 +76,8 @@ class Embeddings:
 
     def embed_queries(self, queries: list[str]) -> np.ndarray:
         """Unit-length vectors of ``queries`` (one batch through the store's model)."""
+        if isinstance(queries, (str, bytes)) or not isinstance(queries, (list, tuple)):
+            raise InvalidInput(f"queries must be a list of strings, got {type(queries).__name__}")
         texts = [check_text(q, "query") for q in queries]
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)

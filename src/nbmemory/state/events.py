@@ -12,7 +12,7 @@ from ..errors import MemoryNotFound, StoreError
 from ..events import Event, build_row, build_rows
 from ..retrieval.index_cache import remove_saved_indexes
 from ..store import READ_COLUMNS
-from ..validation import check_limit, check_name, date_range, scope_filters
+from ..validation import check_limit, check_name, check_names, date_range, scope_filters
 from .audit import PSEUDONYM_KEY, check_flag
 
 
@@ -26,7 +26,7 @@ class EventLog:
         self,
         session_id: str,
         role: str,
-        content: str,
+        content: str | None,
         *,
         namespace: str | None = None,
         kind: str = "message",
@@ -46,6 +46,9 @@ class EventLog:
         of the text when that is higher (``estimate_importance=False`` turns the
         estimate off); an explicit value must be a number in 0..1.  The row is durable when
         this returns; its vector follows in the background (see ``flush``).
+
+        A turn that only calls tools passes ``content=None`` (or ``""``) with
+        ``tool_calls=[...]``: it is stored with no text and never embedded.
         """
         row = build_row(
             self.core.settings,
@@ -125,7 +128,7 @@ class EventLog:
 
     def delete(self, ids: str | list[str], *, namespace: str | None = None) -> int:
         """Delete events by id (within the namespace); returns how many were deleted."""
-        wanted = [check_name(i, "id") for i in ([ids] if isinstance(ids, str) else ids)]
+        wanted = [check_name(ids, "id")] if isinstance(ids, str) else check_names(ids, "ids")
         ns = self.core.ns(namespace)
         if not wanted:
             return 0
@@ -186,7 +189,11 @@ class EventLog:
         return result
 
     def status(self) -> dict[str, Any]:
-        """Path, model, counts per namespace/session/kind and the embedding backlog."""
+        """Path, model, counts per namespace/session/kind and the embedding backlog.
+
+        ``without_text`` counts the events with no text (tool-call turns): they are
+        never embedded, so they are neither pending nor failed.
+        """
         core = self.core
         counts = core.store.events.counts()
 
@@ -202,6 +209,7 @@ class EventLog:
             "embedded": total("embedded"),
             "pending": total("pending"),
             "failed": total("failed"),
+            "without_text": core.store.events.without_text(),
             "backlog": 0 if core.worker is None else core.worker.backlog,
             "counts": counts,
         }

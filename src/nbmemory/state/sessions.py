@@ -30,11 +30,14 @@ from typing import Any
 
 import pandas as pd
 
+from ..config import Settings
 from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
 from ..store.sessions import ACTIVE, SESSION_COLUMNS
-from ..validation import check_name
+from ..validation import MAX_NAME_BYTES, JsonLimits, check_name, check_text, dump_json, shown
 from .audit import Pseudonyms, check_flag, pseudonymise_trail
+
+_DEFAULT_LIMITS = Settings().payload_limits
 
 #: Columns of :meth:`Sessions.sessions`.
 LIST_COLUMNS = [
@@ -103,14 +106,12 @@ def parse_state(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_value": value}
 
 
-def dump_state(state: Any) -> str:
-    """The state as JSON text; it must be a JSON-serialisable dict."""
+def dump_state(state: Any, limits: JsonLimits | None = None) -> str:
+    """The state as JSON text; it must be a JSON-serialisable dict within ``limits``
+    (by default those of the default settings: ``max_content_bytes``, keys, depth)."""
     if not isinstance(state, dict):
         raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
-    try:
-        return json.dumps(state, ensure_ascii=False, allow_nan=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"session state must be JSON-serialisable: {exc}") from None
+    return dump_json(state, "session state", limits or _DEFAULT_LIMITS, sort_keys=True)
 
 
 class Sessions:
@@ -141,7 +142,8 @@ class Sessions:
         """
         ns = self.core.ns(namespace)
         if not isinstance(user_id, str):
-            raise InvalidInput(f"user_id must be a string, got {user_id!r}")
+            raise InvalidInput(f"user_id must be a string, got {shown(user_id)}")
+        check_text(user_id, "user_id", allow_empty=True, max_bytes=MAX_NAME_BYTES)
         if session_id is not None:
             session_id = check_name(session_id, "session_id")
             existing = self._get(ns, session_id)
@@ -152,8 +154,10 @@ class Sessions:
                         f"not {user_id!r}; start a new session instead"
                     )
                 return self.continue_session(session_id, namespace=ns, reopen=True)
+        if state is not None and not isinstance(state, dict):
+            raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
         initial = default_state() if state is None else dict(state)
-        dump_state(initial)  # validate before anything is written
+        dump_state(initial, self.core.settings.payload_limits)  # before anything is written
         now = self.core.clock()
         s = self.core.settings
         session = Session(
@@ -227,9 +231,11 @@ class Sessions:
         merge: bool = True,
     ) -> Session:
         """Persist a session's state (merged into the saved one unless ``merge=False``)."""
+        limits = self.core.settings.payload_limits
+        dump_state(state, limits)  # a refused state changes nothing, not even last_activity
+        saved = self.get_session(session_id, namespace=namespace)
+        text = dump_state({**saved.state, **state} if merge else dict(state), limits)
         session = self.continue_session(session_id, namespace=namespace)
-        new_state = {**session.state, **state} if merge else dict(state)
-        text = dump_state(new_state)
         with self.core.writer.transaction() as tx:
             tx.sessions.save_state(session.namespace, session.session_id, text, self.core.clock())
             tx.audit(
@@ -245,8 +251,10 @@ class Sessions:
         state: dict[str, Any] | None = None,
     ) -> Session:
         """Close a session, persisting its final state (``state`` merged in when given)."""
+        if state is not None and not isinstance(state, dict):
+            raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
         session = self.get_session(session_id, namespace=namespace)
-        final = dump_state({**session.state, **(state or {})})
+        final = dump_state({**session.state, **(state or {})}, self.core.settings.payload_limits)
         with self.core.writer.transaction() as tx:
             tx.sessions.close(session.namespace, session.session_id, final, self.core.clock())
             tx.audit("session_close", [session.session_id], session.namespace)
@@ -372,7 +380,9 @@ class Sessions:
         if not include_untracked:
             frame = frame[frame["status"] != "untracked"]
         if user_id is not None:
-            frame = frame[frame["user_id"] == user_id]
+            if not isinstance(user_id, str):
+                raise InvalidInput(f"user_id must be a string, got {shown(user_id)}")
+            frame = frame[frame["user_id"] == check_text(user_id, "user_id", allow_empty=True)]
         ttl = pd.Timedelta(hours=self.core.settings.session_ttl_hours)
         tracked = frame["status"] != "untracked"
         frame["expires_at"] = (frame["last_activity"] + ttl).where(tracked)

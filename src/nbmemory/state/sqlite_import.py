@@ -23,7 +23,7 @@ from ..core import Core
 from ..errors import InvalidInput
 from ..events import build_row
 from ..store.sqlite_source import read_sqlite
-from ..validation import to_utc
+from ..validation import check_path, to_utc
 
 _FRACTION_RE = re.compile(r"(\.\d{6})\d+")
 
@@ -111,7 +111,7 @@ class SqliteImport:
         """
         core = self.core
         ns = core.ns(namespace)
-        source = read_sqlite(path)
+        source = read_sqlite(check_path(path))
         tables = {row["name"] for row in source.pop("_tables")}
         event_tables: list[str] = [t for t in ("events", "messages") if t in source]
         if not event_tables and not tables & {"facts", "macros", "scheduled_tasks"}:

@@ -67,9 +67,19 @@ from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
 from ..events import build_row, plain
 from ..store.schema import EVENTS, SESSIONS
-from ..validation import check_name, is_missing, to_utc, utcnow, vector_problem
+from ..validation import (
+    JsonLimits,
+    check_name,
+    check_path,
+    check_text,
+    is_missing,
+    load_json,
+    shown,
+    to_utc,
+    utcnow,
+    vector_problem,
+)
 from ..version import __version__
-from .sessions import parse_state
 
 FORMAT = "nbmemory.export"
 VERSION = 1
@@ -128,7 +138,7 @@ def export_json(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Write one namespace (or one session of it) to ``path``; returns a summary."""
-    target = Path(path).expanduser()
+    target = Path(check_path(path)).expanduser()
     if not target.parent.is_dir():
         raise InvalidInput(f"cannot write {target}: the folder {target.parent} does not exist")
     where = {"session_id": session_id} if session_id is not None else None
@@ -197,15 +207,17 @@ def _write_atomically(target: Path, document: dict[str, Any]) -> None:
             json.dump(document, stream, ensure_ascii=False, allow_nan=False, indent=1)
             stream.write("\n")
         os.replace(temp, target)
-    except BaseException:
+    except BaseException as exc:
         Path(temp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise InvalidInput(f"cannot write {shown(str(target))}: {exc.strerror}") from None
         raise
 
 
 # -- import ----------------------------------------------------------------------------
 def read_export(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load and check the envelope of an export file."""
-    source = Path(path).expanduser()
+    source = Path(check_path(path)).expanduser()
     try:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -214,6 +226,8 @@ def read_export(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InvalidInput(f"cannot read {source}: {exc}") from None
     try:
         document = json.loads(text)
+    except RecursionError:
+        raise InvalidInput(f"{source} nests JSON too deep to be an nbmemory export") from None
     except ValueError as exc:
         raise InvalidInput(f"{source} is not JSON ({exc}); pass a file made by export") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
@@ -304,7 +318,9 @@ def _check_dimensions(core: Core, rows: list[dict[str, Any]]) -> None:
             )
 
 
-def _session_row(item: Any, index: int, namespace: str | None) -> dict[str, Any]:
+def _session_row(
+    item: Any, index: int, namespace: str | None, limits: JsonLimits
+) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise InvalidInput(f"sessions[{index}] is not an object")
     row: dict[str, Any] = {}
@@ -318,7 +334,9 @@ def _session_row(item: Any, index: int, namespace: str | None) -> dict[str, Any]
             row["namespace"] = namespace
         check_name(row["namespace"], "namespace")
         check_name(row["session_id"], "session_id")
-        parse_state(row["state"])
+        check_text(row["user_id"], "user_id", allow_empty=True)
+        if not isinstance(load_json(row["state"], "state", limits), dict):
+            raise InvalidInput(f"state must be a JSON object, got {row['state'][:60]!r}")
         for name in _SESSION_TIME_FIELDS:
             value = item.get(name)
             row[name] = None if value is None else to_utc(value, name)
@@ -349,7 +367,8 @@ def import_json(
         for i, item in enumerate(_progress(items, progress, "read", len(items)))
     ]
     session_rows = [
-        _session_row(s, i, namespace) for i, s in enumerate(document.get("sessions", []))
+        _session_row(s, i, namespace, core.settings.payload_limits)
+        for i, s in enumerate(document.get("sessions", []))
     ]
     ids = [r["id"] for r in rows]
     if len(set(ids)) != len(ids):

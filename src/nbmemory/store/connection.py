@@ -668,10 +668,21 @@ class Store:
         return bool(rows and rows[0][0])
 
     def schema_version(self) -> int:
+        """The version ``nbmemory_meta`` records (0 before there is one); a value that is
+        not a whole number means the file was damaged: :class:`StoreError` says so."""
         if not self.table_exists("nbmemory_meta"):
             return 0
         value = self.meta.get("schema_version")
-        return int(value) if value else 0
+        try:
+            return int(value) if value else 0
+        except ValueError:
+            raise StoreError(
+                f"{self.path} is damaged: nbmemory_meta holds schema_version {str(value)[:40]!r}, "
+                "not a number; nothing was changed. Restore the file from a backup, or, if "
+                "only that value is wrong, set it back with DuckDB (UPDATE nbmemory_meta SET "
+                f"value = '{migrations.SCHEMA_VERSION}' WHERE key = 'schema_version', when "
+                "nbmemory_migrations lists every migration of this nbmemory)"
+            ) from None
 
 
 def _reads_only(sql: str) -> bool:

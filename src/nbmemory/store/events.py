@@ -287,6 +287,11 @@ class EventsTable(TableObject):
         )
         return frame
 
+    def without_text(self) -> int:
+        """How many events have no text to embed (tool-call turns)."""
+        rows = self.store.run("SELECT count(*) FROM events WHERE content IS NULL")
+        return int(rows[0][0])
+
     def unconsolidated_sessions(
         self, namespace: str, cutoff: dt.datetime, session_id: str | None = None
     ) -> list[str]:

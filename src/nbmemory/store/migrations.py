@@ -15,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import duckdb
+
 from ..config import DEFAULT_MODEL
 from ..errors import StoreError
+from .shape import check_columns
 
 if TYPE_CHECKING:
     from .connection import Store
@@ -121,6 +124,8 @@ def check_readable(store: Store) -> None:
             f" ({', '.join(missing)}), which read_only=True cannot do; open it once"
             " without read_only (or run `nbmemory status --store PATH`) to upgrade it"
         )
+    store.schema_version()  # a damaged one is refused here, not at the first status()
+    check_columns(store)
 
 
 def _check_version(store: Store) -> None:
@@ -148,6 +153,7 @@ def migrate(store: Store, *, adopt: bool = False) -> list[str]:
     done = applied(store)
     pending = [fn for fn in MIGRATIONS if fn.__name__ not in done]
     if not pending and _meta_current(store):
+        check_columns(store)
         return []  # nothing to write: an up-to-date file opens without a write
     with store.schema_changes(), store.transaction():
         store.run(
@@ -155,8 +161,9 @@ def migrate(store: Store, *, adopt: bool = False) -> list[str]:
             " name VARCHAR PRIMARY KEY, applied_at TIMESTAMP DEFAULT current_timestamp)"
         )
         for fn in pending:
-            fn(store)
+            _apply(store, fn)
             store.run("INSERT INTO nbmemory_migrations (name) VALUES (?)", [fn.__name__])
+        check_columns(store)  # a foreign table refuses the file: the transaction rolls back
         for key, value in (("schema_version", str(SCHEMA_VERSION)), ("format", FORMAT)):
             store.run(
                 "INSERT INTO nbmemory_meta VALUES (?, ?) "
@@ -164,6 +171,19 @@ def migrate(store: Store, *, adopt: bool = False) -> list[str]:
                 [key, value],
             )
     return [fn.__name__ for fn in pending]
+
+
+def _apply(store: Store, fn: Migration) -> None:
+    """Run one migration; a DuckDB error (a table that is not what it should be) is a
+    :class:`StoreError` naming the file and the migration (the transaction rolls back)."""
+    try:
+        fn(store)
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"{store.path} cannot be upgraded ({fn.__name__}: {str(exc).splitlines()[0][:160]});"
+            " nothing was changed. Its tables are not what that nbmemory wrote: restore the "
+            "file from a backup, or pass another path."
+        ) from None
 
 
 def _meta_current(store: Store) -> bool:
