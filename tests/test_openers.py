@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from child_process import expect, spawn
+from child_process import child_env, expect, spawn
 
 from nbmemory import Memory, StoreLocked
 from nbmemory.store import openers
@@ -100,6 +100,19 @@ def test_a_private_opener_is_refused_at_once_while_shared_writers_run(tmp_path):
             message = str(error)
             assert message.startswith(f"the store {path} is in shared use by process {error.pid}")
             assert "shared=True" in message and "\n" not in message
+        # the command line without --shared too, in its own words; with --shared it joins
+        alone = subprocess.run(
+            [str(SCRIPT), "state", "list", "--store", path],
+            capture_output=True, text=True, env=child_env(), timeout=HANG,
+        )  # fmt: skip
+        assert alone.returncode == 1
+        assert alone.stderr.count("\n") == 1 and "in shared use by process" in alone.stderr
+        assert "--shared" in alone.stderr and "NBMEMORY_SHARED=1" in alone.stderr
+        joined = subprocess.run(
+            [str(SCRIPT), "demo", "--store", path, "--embedder", "hash", "--shared"],
+            capture_output=True, text=True, env=child_env(), timeout=HANG,
+        )  # fmt: skip
+        assert joined.returncode == 0, joined.stderr
         slowest = []
         for child in writers:
             while True:
@@ -120,11 +133,11 @@ def test_a_private_opener_is_refused_at_once_while_shared_writers_run(tmp_path):
         f"\nslowest refusal of a private opener: {max(refusals):.3f} s; slowest add_event of "
         f"each shared writer: {', '.join(f'{s:.2f} s' for s in slowest)}"
     )
-    # nothing lost: every acknowledged write is in the file
+    # nothing lost: every acknowledged write is in the file, with the demo's beside them
     with Memory(path, embedder="hash") as mem:
         stored = mem.events()
         assert ids <= set(stored["id"]) and len(ids) == 3 * count
-        assert len(stored) == 3 * count
+        assert len(stored) == 3 * count + 7
     assert not os.path.exists(path + openers.SUFFIX)  # the last one out removed the sidecar
 
 
@@ -157,6 +170,12 @@ def test_a_shared_opener_is_refused_at_once_while_a_private_one_holds(tmp_path, 
                 assert mem.status()["events"] == 0
         else:
             _refused(path=path, read_only=True)
+        done = subprocess.run(
+            [str(SCRIPT), "state", "list", "--store", path, "--shared"],
+            capture_output=True, text=True, env=child_env(), timeout=HANG,
+        )  # fmt: skip
+        assert done.returncode == 1 and done.stderr.count("\n") == 1
+        assert f"process {pid}" in done.stderr and "--shared" in done.stderr
     finally:
         _stop(child)
 

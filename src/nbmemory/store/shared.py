@@ -263,6 +263,12 @@ class SharedStore(Store):
             self._announce(Change(unknown=True))  # inside the lease's open, not under it
         return changed
 
+    def written_elsewhere(self) -> bool:
+        """Whether another process wrote the file while this store had it open, or since
+        its last turn (True too when that cannot be told)."""
+        with self._stamp_lock:
+            return self.external_changes > 0 or _file_stamp(self.path) != self._stamp
+
     def turn(self) -> contextlib.AbstractContextManager[Any]:
         """One turn on the file for a whole call: its statements wait in the queue once."""
         return self._lock
