@@ -76,10 +76,14 @@ def test_shared_follows_the_option_then_the_environment(tmp_path, monkeypatch):
         assert not isinstance(mem.store, SharedStore)
 
 
-def test_shared_without_a_store_file_is_bad_input(capsys):
-    code, _, err = run(capsys, "demo", "--shared", "--embedder", "hash")
-    assert code == 1 and err.count("\n") == 1
-    assert "--shared needs a store file: pass --store PATH" in err
+def test_shared_without_a_store_file_is_bad_input(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("NBMEMORY_MODEL_PATH", "/no/model/here")  # said before the model loads
+    conversation = tmp_path / "conv.json"
+    conversation.write_text("{}")
+    for argv in (["demo", "--shared"], ["eval", "locomo", str(conversation), "--shared"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 1 and err.count("\n") == 1, err
+        assert "--shared needs a store file: pass --store PATH" in err
 
 
 HOLDER = """

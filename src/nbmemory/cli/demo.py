@@ -6,7 +6,7 @@ import argparse
 
 from ..retrieval.embedders import resolve_embedder
 from .state import check_model
-from .stores import opened
+from .stores import check_shared, opened
 
 DEMO_CONVERSATION = [
     ("user", "Hi! My name is John and I love TypeScript.", None),
@@ -27,6 +27,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     store is opened: without one the demo fails and leaves no store behind.
     """
     path = args.store or ":memory:"
+    check_shared(args, path)  # bad usage is said before the model loads
     embedder = resolve_embedder(args.embedder)
     check_model(embedder)
     with opened(args, path, embedder=embedder) as mem:

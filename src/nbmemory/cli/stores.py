@@ -39,6 +39,15 @@ def store_path(args: argparse.Namespace, default: str | None = None) -> str:
     return str(args.store or default or default_store_path())
 
 
+def check_shared(args: argparse.Namespace, path: str) -> None:
+    """Refuse ``--shared`` on a store in memory (nothing to share), before any work."""
+    if getattr(args, "shared", None) and path == ":memory:":
+        raise InvalidInput(
+            "--shared needs a store file: pass --store PATH (a store in memory is this "
+            "command's alone)"
+        )
+
+
 @contextlib.contextmanager
 def opened(
     args: argparse.Namespace,
@@ -54,14 +63,9 @@ def opened(
 
     ``must_exist``: refuse a path with no store (commands that change a store).
     """
+    check_shared(args, path)
     shared = getattr(args, "shared", None)
-    in_memory = path == ":memory:"
-    if shared and in_memory:
-        raise InvalidInput(
-            "--shared needs a store file: pass --store PATH (a store in memory is this "
-            "command's alone)"
-        )
-    is_file = not in_memory and not is_lake_url(path)
+    is_file = path != ":memory:" and not is_lake_url(path)
     if must_exist and is_file and not Path(path).expanduser().exists():
         raise InvalidInput(
             f"no store at {path}; pass --store PATH or set NBMEMORY_PATH to an nbmemory file"
