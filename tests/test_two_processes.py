@@ -96,12 +96,12 @@ def test_cli_on_a_held_store_exits_non_zero_with_one_line_naming_the_pid(holder)
     assert "IOException" not in err and "IO Error" not in err
 
 
-def test_shared_opener_waits_then_names_a_non_shared_holder(holder, monkeypatch):
+def test_shared_opener_is_refused_at_once_naming_a_non_shared_holder(holder):
+    """(It used to wait for the file; tests/test_openers.py holds the rule's other cases.)"""
     path, pid, _, _ = holder
-    monkeypatch.setenv("NBMEMORY_LOCK_TIMEOUT", "0.3")
     with pytest.raises(StoreLocked, match=f"process {pid}") as info:
         Memory(path, embedder="hash", shared=True)
-    assert "\n" not in str(info.value)
+    assert "\n" not in str(info.value) and "without shared=True" in str(info.value)
 
 
 SHARED_KERNEL = """

@@ -88,7 +88,8 @@ class WalNotReplayable(StoreError):
 
 
 class StoreLocked(StoreError):
-    """Another process holds the DuckDB file open for writing.
+    """Another process holds the store file: opened for writing, or in shared use
+    (``shared=True``) while this opener was not shared, or the other way round.
 
     The message names the store and the holder, then says what to do in the words
     of the Python API (:attr:`ADVICE`).  A surface with its own words for the same
@@ -110,10 +111,14 @@ class StoreLocked(StoreError):
         "Memory(path, shared=True), or use another path."
     )
 
-    def __init__(self, path: str, pid: int | None = None, holder: str | None = None) -> None:
+    def __init__(
+        self, path: str, pid: int | None = None, holder: str | None = None, *, shared: bool = False
+    ) -> None:
         self.path = path
         self.pid = pid
         self.holder = holder
+        #: Whether the holder uses the store in shared mode (this opener did not).
+        self.shared = shared
         super().__init__(self.explain(self.ADVICE))
 
     def explain(self, advice: str) -> str:
@@ -121,6 +126,11 @@ class StoreLocked(StoreError):
         who = f"process {self.pid}" if self.pid else "another process"
         if self.holder:
             who += f" ({self.holder})"
+        if self.shared:
+            return (
+                f"the store {self.path} is in shared use by {who}. "
+                f"Every process on a store in shared use opens it shared: {advice}"
+            )
         return (
             f"the store {self.path} is in use by {who}. "
             f"DuckDB lets one process write a file: {advice}"

@@ -2,7 +2,10 @@
 
 Each sub-command is a function ``cmd_<name>(args) -> int`` registered in
 :func:`build_parser`; errors nbmemory raises on purpose become one line on stderr
-and exit code 1 (2 for bad usage, as argparse does).
+and exit code 1 (2 for bad usage, as argparse does), a store held by another
+process named with the command line's remedies (``--shared``).  Every command on a
+store takes ``--store``, ``--embedder`` and ``--shared`` (:mod:`.options`), and opens
+it through :mod:`.stores`: a store the command made is removed if it then fails.
 
 * :mod:`.demo` — ``demo``;
 * :mod:`.state` — ``state list|cleanup|delete|export|import``, ``memory sync``, ``health``;
@@ -22,7 +25,7 @@ from ..errors import NbMemoryError
 from ..version import __version__
 from . import ipython_config, lake, research, state
 from .demo import cmd_demo
-from .options import store_options
+from .options import in_cli_words, store_options
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except NbMemoryError as exc:
-        print(f"nbmemory: error: {exc}", file=sys.stderr)
+        print(f"nbmemory: error: {in_cli_words(exc, args)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("nbmemory: interrupted", file=sys.stderr)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..memory import Memory
+from ..retrieval.embedders import resolve_embedder
+from .state import check_model
+from .stores import check_shared, opened
 
 DEMO_CONVERSATION = [
     ("user", "Hi! My name is John and I love TypeScript.", None),
@@ -21,10 +23,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Remember a short conversation, then show what the agent would recall.
 
     The demo's events have fixed ids, so running it again on the same file adds
-    nothing: it says so and shows the same context.
+    nothing: it says so and shows the same context.  The model is loaded before the
+    store is opened: without one the demo fails and leaves no store behind.
     """
     path = args.store or ":memory:"
-    with Memory(path, embedder=args.embedder) as mem:
+    check_shared(args, path)  # bad usage is said before the model loads
+    embedder = resolve_embedder(args.embedder)
+    check_model(embedder)
+    with opened(args, path, embedder=embedder) as mem:
         rows = [
             {"id": f"demo-{i}", "session_id": "demo", "role": role, "content": text,
              "importance": importance}

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from ..errors import InvalidInput
 from ..memory import Memory
 from ..research.evaluation import frame_to_markdown
 from .options import store_options
+from .stores import opened, store_path
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -112,16 +112,29 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     imp.set_defaults(func=cmd_import_sqlite)
 
 
-@contextmanager
-def _memory(args: argparse.Namespace, default: str | None, **settings: Any) -> Iterator[Memory]:
-    with Memory(args.store or default, embedder=args.embedder, **settings) as mem:
-        yield mem
+def _memory(
+    args: argparse.Namespace, default: str | None, **settings: Any
+) -> AbstractContextManager[Memory]:
+    """The store of ``--store`` (else ``default``), removed again if this command made it
+    and fails."""
+    return opened(args, store_path(args, default), **settings)
+
+
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def cmd_import_sqlite(args: argparse.Namespace) -> int:
     """``nbmemory import-sqlite PATH``: import, wait for the embeddings, print the report."""
-    if not Path(args.path).expanduser().is_file():
+    source = Path(args.path).expanduser()
+    if not source.is_file():
         raise InvalidInput(f"no SQLite database at {args.path}; pass the agent's .db file")
+    with open(source, "rb") as handle:
+        if handle.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+            raise InvalidInput(
+                f"{args.path} is not a readable SQLite database (no SQLite header); "
+                "pass the agent's .db file"
+            )
     with _memory(args, None) as mem:
         report = mem.import_sqlite(args.path, namespace=args.namespace)
         mem.flush()

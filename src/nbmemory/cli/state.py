@@ -13,27 +13,30 @@
     nbmemory memory reembed [--failed] [--namespace NS]
     nbmemory health
 
-Every command takes ``--store`` (default ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``)
-and ``--embedder``.  Reads (list, export, health) open the store read-only;
+Every command takes ``--store`` (default ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``),
+``--embedder`` and ``--shared``.  Reads (list, export, health) open the store read-only;
 only ``health`` loads the embedding model (to check it); writes are audited with actor ``cli``.  Long
-work shows a tqdm progress bar on a terminal.  Errors print one line and exit 1.
+work shows a tqdm progress bar on a terminal.  Errors print one line and exit 1;
+``state import`` into a new store removes it again when it fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import ENV_MODEL_PATH, default_store_path
+from ..config import ENV_MODEL_PATH
 from ..errors import EmbedderError, InvalidInput, ModelUnavailable, NbMemoryError
 from ..memory import Memory
-from ..retrieval.embedders import model_unavailable
+from ..retrieval.embedders import Embedder, model_unavailable
 from ..state.sessions import LIST_COLUMNS as SESSION_LIST
-from ..store import is_lake_url
-from .options import store_options
+from ..state.transfer import read_export
+from .options import in_cli_words, store_options
+from .stores import opened, store_path
 
 
 def _common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
@@ -42,17 +45,15 @@ def _common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
         parser.add_argument("--namespace", default=None, help="namespace (default: all / default)")
 
 
-def _open(args: argparse.Namespace, *, read_only: bool = False, create: bool = False) -> Memory:
-    """The store of ``--store``; it must exist unless the command fills a new one.
+def _open(
+    args: argparse.Namespace, *, read_only: bool = False, create: bool = False
+) -> contextlib.AbstractContextManager[Memory]:
+    """The store of ``--store``; it must exist unless the command fills a new one (which
+    is removed again if the command fails).
 
     A ``ducklake:`` address is no path: whether that lake exists is for its store to say.
     """
-    path = args.store or default_store_path()
-    if not create and not is_lake_url(path) and not Path(path).expanduser().exists():
-        raise InvalidInput(
-            f"no store at {path}; pass --store PATH or set NBMEMORY_PATH to an nbmemory file"
-        )
-    return Memory(path, embedder=args.embedder, read_only=read_only, actor="cli")
+    return opened(args, store_path(args), must_exist=not create, read_only=read_only)
 
 
 def _session_namespace(mem: Memory, args: argparse.Namespace) -> str | None:
@@ -204,6 +205,8 @@ def cmd_state_import(args: argparse.Namespace) -> int:
     """Import an export file (into a new store too); rows already present are skipped."""
     if not Path(args.input).expanduser().is_file():
         raise InvalidInput(f"no export file {args.input}; pass --input FILE made by state export")
+    if not Path(store_path(args)).expanduser().exists():
+        read_export(args.input)  # a file that is no export makes no new store
     with _open(args, create=True) as mem:
         summary = mem.import_json(args.input, namespace=args.namespace, progress=True)
         _wait_for_embeddings(mem)
@@ -268,10 +271,10 @@ def _in_cli_words(exc: BaseException) -> str:
     return str(exc) if unavailable is None else unavailable.explain(MODEL_ADVICE)
 
 
-def _check_model(mem: Memory) -> int:
+def check_model(embedder: Embedder) -> int:
     """The model's dimension; a model that cannot load is a one-line EmbedderError."""
     try:
-        return int(mem.embedder.embed(["nbmemory model check"]).shape[1])
+        return int(embedder.embed(["nbmemory model check"]).shape[1])
     except NbMemoryError as exc:
         raise EmbedderError(_in_cli_words(exc)) from None
 
@@ -283,7 +286,7 @@ def cmd_memory_reembed(args: argparse.Namespace) -> int:
             "--failed re-queues the failed rows of every namespace; drop --namespace"
         )
     with _open(args) as mem:
-        _check_model(mem)  # a model that cannot load changes nothing
+        check_model(mem.embedder)  # a model that cannot load changes nothing
         if args.failed:
             queued = mem.retry_failed_embeddings()
             what = "whose embedding had failed"
@@ -316,24 +319,23 @@ def cmd_health(args: argparse.Namespace) -> int:
     """
     healthy = True
     lines: list[tuple[str, str, str]] = []
-    mem = None
-    try:
-        mem = _open(args, read_only=True)
-        status = mem.status()
-        namespaces = status["counts"]["namespace"].nunique() if status["events"] else 0
-        lines.append(
-            (
-                "store",
-                "ok",
-                f"{mem.store.path} (schema {status['schema_version']}, {status['events']} events "
-                f"in {namespaces} namespace(s))",
+    with contextlib.ExitStack() as stack:
+        try:
+            mem = stack.enter_context(_open(args, read_only=True))
+            status = mem.status()
+        except NbMemoryError as exc:
+            healthy = False
+            lines.append(("store", "FAIL", in_cli_words(exc, args)))
+        else:
+            namespaces = status["counts"]["namespace"].nunique() if status["events"] else 0
+            lines.append(
+                (
+                    "store",
+                    "ok",
+                    f"{mem.store.path} (schema {status['schema_version']}, {status['events']} "
+                    f"events in {namespaces} namespace(s))",
+                )
             )
-        )
-    except NbMemoryError as exc:
-        healthy = False
-        lines.append(("store", "FAIL", str(exc)))
-    if mem is not None:
-        with mem:
             try:
                 vectors = mem.embedder.embed(["nbmemory health check"])
                 lines.append(("model", "ok", f"{mem.model_name} ({vectors.shape[1]}-d)"))

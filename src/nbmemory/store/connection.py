@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import StoreError
-from . import files, migrations, peers
+from . import files, migrations, openers, peers
 from .audit import AuditTable, MetaTable
 from .changes import Change, Listener
 from .events import EventsTable
@@ -139,7 +139,14 @@ class Store:
         self.sessions = SessionsTable(self)
         self.audit = AuditTable(self)
         self.meta = MetaTable(self)
-        self.con: duckdb.DuckDBPyConnection | None = self._connect()
+        #: Leaves the processes that have the file open (:mod:`.openers`): joined before
+        #: DuckDB sees the file, so an opener the rule keeps out never touches it.
+        self._leave_openers = openers.join(self)
+        try:
+            self.con: duckdb.DuckDBPyConnection | None = self._connect()
+        except BaseException:
+            self._leave_openers()
+            raise
         try:
             self._open_schema(read_only=read_only, adopt=adopt)
         except BaseException:
@@ -239,6 +246,7 @@ class Store:
                 with contextlib.suppress(duckdb.Error):  # a full disk cannot checkpoint
                     con.close()
             self._let_go_file()  # DuckDB's lock is gone with the connection
+            self._leave_openers()
 
     @property
     def closed(self) -> bool:

@@ -41,6 +41,7 @@ from typing import Any
 import duckdb
 
 from ..errors import StoreError, StoreLocked
+from . import openers
 from .changes import Change
 from .connection import Store
 from .files import check_store_path
@@ -175,6 +176,10 @@ class SharedStore(Store):
         self._lease = _Lease(self)
         self._is_closed = False
         check_store_path(path, read_only=read_only)  # before creating the sidecar beside it
+        self.read_only = read_only
+        # one of the file's openers first: beside a process that opened the file without
+        # shared=True this is refused at once, before waiting for a turn it cannot get
+        self._leave_openers = openers.join(self)
         sidecar_existed = os.path.exists(self._sidecar.lock_file)
         tickets_existed = os.path.exists(self._sidecar.folder)
         self._take_sidecar()
@@ -189,6 +194,7 @@ class SharedStore(Store):
                 with contextlib.suppress(duckdb.Error):
                     con.close()
             self._sidecar.release()
+            self._leave_openers()
             if not sidecar_existed:  # leave nothing behind beside a file we refused
                 with contextlib.suppress(OSError):
                     os.remove(self._sidecar.lock_file)
@@ -257,6 +263,12 @@ class SharedStore(Store):
             self._announce(Change(unknown=True))  # inside the lease's open, not under it
         return changed
 
+    def written_elsewhere(self) -> bool:
+        """Whether another process wrote the file while this store had it open, or since
+        its last turn (True too when that cannot be told)."""
+        with self._stamp_lock:
+            return self.external_changes > 0 or _file_stamp(self.path) != self._stamp
+
     def turn(self) -> contextlib.AbstractContextManager[Any]:
         """One turn on the file for a whole call: its statements wait in the queue once."""
         return self._lock
@@ -272,6 +284,7 @@ class SharedStore(Store):
             self._is_closed = True
             if self.con is not None and self._lease.count == 0:
                 self._close_after_lease()
+        self._leave_openers()
 
     @property
     def closed(self) -> bool:
