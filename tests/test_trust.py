@@ -55,8 +55,11 @@ def test_a_vector_computed_for_old_text_is_never_written_over_new_text(tmp_path)
     path = str(tmp_path / "stale.duckdb")
     Memory(path, embedder="hash", background_consolidation=False).close()
     kernel_a = spawn(SLOW_KERNEL, path)
-    memory_id = expect(kernel_a, "id ")
-    expect(kernel_a, "embedding")  # A's worker holds the old text's batch
+    # A's worker may print "embedding" before its main thread prints the id: take both
+    # lines in either order (expect() skips lines, so "embedding" could be lost)
+    said = dict(kernel_a.stdout.readline().strip().partition(" ")[::2] for _ in range(2))
+    assert set(said) == {"id", "embedding"}, said
+    memory_id = said["id"]  # ... and A's worker holds the old text's batch
     new_text = "we moved the meeting to thursday"
     with Memory(path, embedder="hash", shared=True, background_consolidation=False) as b:
         b.update_memory(memory_id, content=new_text)
