@@ -14,6 +14,9 @@ from nbmemory.config import DEFAULT_MODEL
 from nbmemory.store import Store, migrations
 from nbmemory.store.migrations import SCHEMA_VERSION
 
+#: ``crash``: the migrations run again under the oldest DuckDB allowed (see ``.ci/run``).
+pytestmark = pytest.mark.crash
+
 SEED_TABLES = {
     "events": {
         "id",

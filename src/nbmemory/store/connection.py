@@ -612,7 +612,10 @@ class Store:
                 if os.path.exists(leftover):
                     os.remove(leftover)
             # a file name cannot be a parameter of ATTACH: quoted as a literal instead
-            con.execute(f"ATTACH '{fresh.replace(chr(39), chr(39) * 2)}' AS nbmemory_rewrite")
+            con.execute(
+                f"ATTACH '{fresh.replace(chr(39), chr(39) * 2)}' AS nbmemory_rewrite"
+                f" (STORAGE_VERSION '{files.STORAGE_VERSION}')"
+            )
             try:
                 con.execute(
                     f'COPY FROM DATABASE "{name.replace(chr(34), chr(34) * 2)}" TO nbmemory_rewrite'

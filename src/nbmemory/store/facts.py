@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from .schema import FACT_HISTORY, FACTS
 from .table import TableObject
+from .vectors import cosine_sql
 
 FACT_COLUMNS = ["id", "category", "key", "value", "source", "created_at", "updated_at"]
 HISTORY_COLUMNS = ["fact_id", "category", "key", "value", "source", "valid_from", "superseded_at"]
@@ -77,7 +78,7 @@ class FactsTable(TableObject):
         """Facts most similar to ``vector`` (cosine), best first, with ``similarity``."""
         sql = (
             f"SELECT * FROM (SELECT {', '.join(FACT_COLUMNS)},"
-            " list_cosine_similarity(embedding, ?::FLOAT[]) AS similarity FROM facts"
+            f" {cosine_sql('embedding')} AS similarity FROM facts"
             " WHERE namespace = ? AND embedding_model = ?"
         )
         params: list[Any] = [np.asarray(vector, dtype=np.float32).tolist(), namespace, model]

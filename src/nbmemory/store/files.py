@@ -134,15 +134,25 @@ def check_store_path(path: str, *, read_only: bool = False) -> None:
         raise StoreError(f"cannot use {path!r} as a store: {exc.strerror or exc}") from None
 
 
+#: The storage format new store files are written in: the oldest DuckDB release the
+#: package allows (``pyproject.toml``) must read every store.  DuckDB 2.0 writes its own
+#: format by default (storage version 999), which 1.5.5 -- the release ``[lake]`` pins
+#: -- cannot open: installing the extra made a store unreadable.  Applies to new files
+#: only; DuckDB keeps an existing file's format.
+STORAGE_VERSION = "v1.5.0"
+
+
 def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open ``path`` with DuckDB; every failure is a :class:`StoreError` naming the fix."""
     if path != ":memory:":
         check_store_path(path, read_only=read_only)
     try:
-        con = duckdb.connect(path, read_only=read_only)
+        con = duckdb.connect(
+            path, read_only=read_only, config={"storage_compatibility_version": STORAGE_VERSION}
+        )
     except duckdb.IOException as exc:
         message = str(exc)
-        if "lock" in message.lower():
+        if "set lock" in message.lower() or "conflicting lock" in message.lower():
             match = _PID_RE.search(message)
             held = re.search(r"held in (\S+)", message)
             raise StoreLocked(
@@ -183,6 +193,13 @@ _DAMAGED = ("corrupt database file", "checksum", "could not read enough bytes")
 def translate(exc: BaseException, path: str) -> StoreError | None:
     """A DuckDB error about the file itself as a one-line error; None for any other."""
     message = str(exc).lower()
+    if "trying to read a database file with version number" in message:
+        return StoreError(
+            f"the store {path} was written by a newer DuckDB than this one (duckdb "
+            f"{duckdb.__version__}: {first_line(str(exc)).split(': ', 1)[-1][:100]}); nothing "
+            "was changed. Open it with the DuckDB that wrote it (pip install -U duckdb), or "
+            "export it there (nbmemory state export) and import it here."
+        )
     if "failure while replaying wal" in message:
         detail = first_line(str(exc)).split(": ", 2)[-1].strip()[:160]
         if "getdefaultdatabase" in message and duckdb.__version__.startswith("1."):
@@ -200,6 +217,13 @@ def check_blocks(con: duckdb.DuckDBPyConnection, path: str) -> None:
     out of disk): found now, rather than by a later read or write."""
     if path == ":memory:":
         return
+    try:
+        _check_blocks(con, path)
+    except duckdb.Error as exc:  # DuckDB 1.5 reads a missing block while asked about it
+        raise translate(exc, path) or StoreDamaged(path, first_line(str(exc))[:160]) from None
+
+
+def _check_blocks(con: duckdb.DuckDBPyConnection, path: str) -> None:
     size = con.execute("PRAGMA database_size").fetchall()[0]
     block_size, total_blocks = int(size[2]), int(size[3])
     header = 3 * 4096  # three 4 KiB headers, then whole blocks

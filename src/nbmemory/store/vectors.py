@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -21,6 +22,19 @@ from .schema import EVENT_VECTORS, READ_COLUMNS
 from .table import TableObject
 
 _READ = ", ".join(READ_COLUMNS)
+
+#: The element type SQL compares vectors in.  DuckDB 1.x computes
+#: ``list_cosine_similarity`` of FLOAT lists in float32, where vectors near the float32
+#: limit overflow (two equal vectors of 1e38 scored -1.0 on 1.5.5); 2.x does not, and
+#: FLOAT is ~25% faster there (100k 384-d vectors: 53 vs 69 ms).
+MATH_TYPE = "DOUBLE" if duckdb.__version__.startswith("1.") else "FLOAT"
+
+
+def cosine_sql(column: str) -> str:
+    """SQL for the cosine similarity of ``column`` and the next ``?`` parameter."""
+    return f"list_cosine_similarity({column}::{MATH_TYPE}[], ?::{MATH_TYPE}[])"
+
+
 #: Events with the vector of one model (the model is the first parameter).
 _WITH_VECTOR = (
     f"SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding FROM events e"
@@ -196,8 +210,9 @@ class EventVectors(TableObject):
         query = np.asarray(vector, dtype=np.float32).tolist()
         sql = (
             f"SELECT * FROM (SELECT {_READ},"
-            " list_cosine_similarity(embedding, ?::FLOAT[]) AS similarity,"
-            " 1.0 / (1.0 + list_distance(embedding, ?::FLOAT[])) AS distance_score"
+            f" {cosine_sql('embedding')} AS similarity,"
+            f" 1.0 / (1.0 + list_distance(embedding::{MATH_TYPE}[], ?::{MATH_TYPE}[]))"
+            " AS distance_score"
             f" FROM ({_WITH_VECTOR}){where(clauses)}) WHERE {rank_by} IS NOT NULL"
         )
         params = [query, query, model, *params]
