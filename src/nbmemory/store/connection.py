@@ -342,10 +342,8 @@ class Store:
             self.statements_run += 1
             try:
                 with self._lean() if lean else contextlib.nullcontext():
-                    relation = self._cursor().sql(sql, params=params or None)
-                    # DuckDB 1.4 names it fetch_record_batch (2.0 keeps only to_arrow_reader)
-                    read = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch
-                    yield from read(rows)
+                    reader = self._cursor().sql(sql, params=params or None).to_arrow_reader(rows)
+                    yield from reader
             except duckdb.Error as exc:
                 self._failed(exc)
                 raise
