@@ -66,10 +66,11 @@ while True:
 """
 
 
-def _stream_and_kill(path: str, mode: str, start: int, count: int) -> list[str]:
-    """Run the streaming child, read ``count`` returned ids, SIGKILL it; return the ids."""
+def _kill_after(code: str, args: list[str], *, count: int = 0) -> list[str]:
+    """Run ``code`` in a child, collect the ids it prints, SIGKILL it once it has printed
+    ``count`` of them (or says ``done``); return every id it printed before dying."""
     child = subprocess.Popen(
-        [*_python(STREAM_CHILD), path, mode, str(start), TESTS_DIR],
+        [*_python(code), *args, TESTS_DIR],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -77,15 +78,20 @@ def _stream_and_kill(path: str, mode: str, start: int, count: int) -> list[str]:
     )
     ids: list[str] = []
     try:
-        while len(ids) < count:
-            line = child.stdout.readline()
-            if not line:  # the child died on its own: show why
+        while not (count and len(ids) >= count):
+            line = child.stdout.readline().strip()
+            if line == "done":
+                break
+            if not line and child.poll() is not None:  # the child died on its own: show why
                 raise AssertionError(f"child exited early: {child.wait()} {child.stderr.read()}")
-            ids.append(line.strip())
-        child.send_signal(signal.SIGKILL)  # while it is still adding events
+            if line:
+                ids.append(line)
+        child.send_signal(signal.SIGKILL)  # while it is still working, or waiting
         assert child.wait(timeout=HANG) == -signal.SIGKILL
         # lines printed between our last read and the kill were returned too
-        ids += [line.strip() for line in child.stdout.read().splitlines() if line.strip()]
+        ids += [
+            x.strip() for x in child.stdout.read().splitlines() if x.strip() not in ("", "done")
+        ]
     finally:
         if child.poll() is None:
             child.kill()
@@ -93,6 +99,11 @@ def _stream_and_kill(path: str, mode: str, start: int, count: int) -> list[str]:
         child.stdout.close()
         child.stderr.close()
     return ids
+
+
+def _stream_and_kill(path: str, mode: str, start: int, count: int) -> list[str]:
+    """Run the streaming child, read ``count`` returned ids, SIGKILL it; return the ids."""
+    return _kill_after(STREAM_CHILD, [path, mode, str(start)], count=count)
 
 
 def test_sigkill_mid_stream_loses_no_returned_event_and_embeds_the_rest(tmp_path):
@@ -246,35 +257,7 @@ threading.Event().wait()  # stay here until killed
 def _run_and_kill(path: str, step: str, *, lines: int = 0) -> list[str]:
     """Run :data:`EARLY_CHILD` up to ``step``, SIGKILL it once it says ``done`` (or after
     ``lines`` acknowledged ids for ``batch``); return the ids it acknowledged."""
-    child = subprocess.Popen(
-        [*_python(EARLY_CHILD), path, step, TESTS_DIR],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-    ids: list[str] = []
-    try:
-        while True:
-            line = child.stdout.readline()
-            if not line:
-                raise AssertionError(f"child exited early: {child.wait()} {child.stderr.read()}")
-            if line.strip() == "done" or (lines and len(ids) >= lines):
-                break
-            if line.strip():
-                ids.append(line.strip())
-        child.send_signal(signal.SIGKILL)
-        assert child.wait(timeout=HANG) == -signal.SIGKILL
-        ids += [
-            x.strip() for x in child.stdout.read().splitlines() if x.strip() not in ("", "done")
-        ]
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        child.stdout.close()
-        child.stderr.close()
-    return ids
+    return _kill_after(EARLY_CHILD, [path, step], count=lines)
 
 
 @pytest.mark.parametrize("step", ["open", "add", "batch", "flush"])
