@@ -23,20 +23,15 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from py_rust_stemmers import SnowballStemmer
 
-from .dates import periods_of
 from .encoding import (
     codes_of,
     pack_strings,
@@ -46,7 +41,39 @@ from .encoding import (
     unpack_strings,
 )
 from .id_rows import IdRows
+from .keywords.features import (
+    DAY_MICROS,
+    NO_DAY_FROM,
+    NO_DAY_TO,
+    NO_TIME,
+    DocumentFacts,
+    asks_when,
+    mentions_time,
+    mentions_time_in,
+    micros,
+    said_days,
+    speaker_of,
+)
+from .keywords.tokens import WORD_RE, tokenize, word_term, word_terms
 from .vector_index import positions_mask
+
+__all__ = [
+    "B",
+    "DAY_MICROS",
+    "DEFER_POSTINGS",
+    "K1",
+    "NO_DAY_FROM",
+    "NO_DAY_TO",
+    "DocumentFacts",
+    "KeywordIndex",
+    "KeywordScores",
+    "asks_when",
+    "mentions_time",
+    "micros",
+    "said_days",
+    "speaker_of",
+    "tokenize",
+]
 
 K1 = 1.2
 B = 0.75
@@ -54,258 +81,8 @@ B = 0.75
 #: added lazily, only where it can change the answer (:class:`KeywordScores`).
 DEFER_POSTINGS = 50_000
 
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "if",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "by",
-        "from",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "am",
-        "i",
-        "you",
-        "he",
-        "she",
-        "it",
-        "we",
-        "they",
-        "me",
-        "him",
-        "her",
-        "us",
-        "them",
-        "my",
-        "your",
-        "his",
-        "its",
-        "our",
-        "their",
-        "this",
-        "that",
-        "these",
-        "those",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "when",
-        "where",
-        "why",
-        "how",
-        "do",
-        "does",
-        "did",
-        "done",
-        "have",
-        "has",
-        "had",
-        "having",
-        "not",
-        "no",
-        "so",
-        "as",
-        "about",
-        "into",
-        "than",
-        "then",
-        "there",
-        "here",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "just",
-        "also",
-        "very",
-        "too",
-        "up",
-        "out",
-        "over",
-        "s",
-        "t",
-    ]
-)
-
-
-#: "Name: text" or "First Last: text" at the start of a turn: a transcript's speaker.
-_SPEAKER_RE = re.compile(r"^\s*([A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,2}):\s")
-
-
-def speaker_of(content: str | None) -> str | None:
-    """The speaker a turn is written by when it reads "Name: text" (lower-cased),
-    as transcripts and LoCoMo's turns do; None otherwise."""
-    match = _SPEAKER_RE.match(content or "")
-    return match.group(1).lower() if match else None
-
-
-_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
-_DAYS = "Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
-#: Words that place a turn in time: relative days and periods, weekdays, month
-#: names (capitalised, so "may" the verb is not one), years and dates.
-_TIME_RE = re.compile(
-    rf"\b(?:{_MONTHS}|{_DAYS})\b"
-    r"|(?i:\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately|weekend"
-    r"|(?:last|next|this|past|coming) (?:week|month|year|night|weekend|summer|winter"
-    r"|spring|fall|autumn|time|few (?:days|weeks|months)))\b)"
-    r"|\b(?:19|20)\d{2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"
-)
-#: A question that asks when something happened.
-_WHEN_RE = re.compile(
-    r"(?i)\bwhen\b|\bwhat (?:year|month|day|date|time|week)\b|\bhow long ago\b"
-    r"|\bwhich (?:year|month|day|week)\b"
-)
-
-
-#: Every match of ``_TIME_RE`` holds one of these words (lower-cased), "19", "20" or "/":
-#: a text with neither is not searched (the regex costs ~15 µs a text, most have none).
-_TIME_WORDS = frozenset(
-    w.lower()
-    for w in (
-        _MONTHS.split("|")
-        + _DAYS.split("|")
-        + ["yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately", "weekend"]
-        + ["last", "next", "this", "past", "coming"]
-    )
-)
-
-
-def mentions_time(content: str | None) -> bool:
-    """Whether a turn places something in time ("yesterday", "last May", "2023")."""
-    text = content or ""
-    return _mentions_time(text, _WORD_RE.findall(text.lower()))
-
-
-def _mentions_time(text: str, words: list[str]) -> bool:
-    """:func:`mentions_time` of ``text`` whose lower-cased words are ``words``."""
-    # a year starts "19" or "20", a date holds "/": substring tests, no regex
-    if "/" not in text and "19" not in text and "20" not in text and _TIME_WORDS.isdisjoint(words):
-        return False
-    return bool(_TIME_RE.search(text))
-
-
-def asks_when(query: str) -> bool:
-    """Whether a question asks when ("When did ...", "What year ...")."""
-    return bool(_WHEN_RE.search(query))
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased words without English stop words, stemmed with Snowball (English).
-
-    "painted", "painting" and "paints" become "paint", "activities" and "active"
-    "activ".  The stemmer is ``py_rust_stemmers`` (fastembed's own dependency);
-    words with non-ASCII letters are kept as they are.  Measured on LoCoMo, it
-    lifts BM25's recall@10 from 0.596 (a light suffix stripper) to 0.611 and the
-    hybrid ranking's by a point (docs/retrieval.md).
-    """
-    return _terms(_WORD_RE.findall(text.lower()))
-
-
-#: word -> its term ("" for a stop word); words repeat, stemming them once is enough.
-_TERM_OF: dict[str, str] = {}
-_TERM_CACHE_SIZE = 500_000
-
-
-def _terms(words: list[str]) -> list[str]:
-    """The terms of lower-cased ``words`` (see :func:`tokenize`)."""
-    out = []
-    term_of = _TERM_OF
-    for word in words:
-        term = term_of.get(word)
-        if term is None:
-            term = _term(word)
-            if len(term_of) >= _TERM_CACHE_SIZE:
-                term_of.clear()
-            term_of[word] = term
-        if term:
-            out.append(term)
-    return out
-
-
-_STEMMER = SnowballStemmer("english")
-
-
-def _term(word: str) -> str:
-    if word in _STOPWORDS:
-        return ""
-    return str(_STEMMER.stem_word(word)) if word.isascii() else word
-
-
-_EPOCH = datetime(1970, 1, 1)
-_MICROSECOND = timedelta(microseconds=1)
-#: The order of a document without a time: before every dated one.
-_NO_TIME = -(2**62)
 #: Cached word -> term id entries before the cache starts again (words are unbounded).
 _WORD_CACHE_SIZE = 500_000
-
-
-def micros(value: Any) -> int:
-    """A ``created_at`` as an orderable integer: microseconds since 1970 for a
-    datetime (aware ones in UTC), the number itself for a number, very early for None."""
-    if value is None:
-        return _NO_TIME
-    if isinstance(value, datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
-        return (value - _EPOCH) // _MICROSECOND
-    if isinstance(value, date):
-        return (datetime.combine(value, datetime.min.time()) - _EPOCH) // _MICROSECOND
-    return int(value)
-
-
-#: Microseconds in a day: ``created`` (as :func:`micros`) // this is a day number.
-DAY_MICROS = 86_400_000_000
-#: The said-days span of a document that places nothing in time (overlaps no period).
-NO_DAY_FROM = np.iinfo(np.int32).max
-NO_DAY_TO = np.iinfo(np.int32).min
-
-
-def said_days(text: str, created: int) -> tuple[int, int]:
-    """The days (since 1970) a text places something in, read against its time of
-    writing ``created`` (:func:`micros`): the first day and the day after the
-    last of every period it names (:func:`nbmemory.retrieval.dates.periods_of`)."""
-    at = None if created == _NO_TIME else _EPOCH + timedelta(microseconds=created)
-    periods = [p for p in periods_of(text, at) if not p.any_year]
-    if not periods:
-        return NO_DAY_FROM, NO_DAY_TO
-    epoch = _EPOCH.date()
-    return (
-        (min(p.start for p in periods) - epoch).days,
-        (max(p.end for p in periods) - epoch).days,
-    )
-
-
-@dataclass(frozen=True)
-class DocumentFacts:
-    """Per-document arrays for a list of ids (:meth:`KeywordIndex.facts`)."""
-
-    lengths: np.ndarray
-    question: np.ndarray
-    timed: np.ndarray
-    speakers: np.ndarray
-    sessions: np.ndarray
-    created_days: np.ndarray
-    said_from: np.ndarray
-    said_to: np.ndarray
 
 
 class KeywordIndex:
@@ -407,7 +184,7 @@ class KeywordIndex:
     def _word_id(self, word: str) -> int:
         tid = self._word_ids.get(word)
         if tid is None:
-            term = _term(word)
+            term = word_term(word)
             tid = self._term_id(term) if term else -1
             if len(self._word_ids) >= _WORD_CACHE_SIZE:
                 self._word_ids.clear()
@@ -497,7 +274,7 @@ class KeywordIndex:
         counts = np.zeros(n, dtype=np.int64)
         speakers = self._speakers
         timed = self._timed
-        find_words = _WORD_RE.findall
+        find_words = WORD_RE.findall
         for i, content in enumerate(contents):
             text = content or ""
             words = find_words(text.lower())
@@ -507,7 +284,7 @@ class KeywordIndex:
             speaker = speaker_of(text)
             if speaker is not None:
                 speakers[i] = self._speaker_code(speaker)
-            if _mentions_time(text, words):
+            if mentions_time_in(text, words):
                 timed[i] = True
                 self._said_from[i], self._said_to[i] = said_days(text, int(created[i]))
         self._question[:n] = [(c or "").rstrip().endswith("?") for c in contents]
@@ -601,7 +378,7 @@ class KeywordIndex:
         if event_id in self._pos:
             self.remove([event_id])
         text = content or ""
-        words = _WORD_RE.findall(text.lower())
+        words = WORD_RE.findall(text.lower())
         terms = Counter(tid for tid in self._word_term_ids(words) if tid >= 0)
         pos = self._size
         if pos == len(self._alive):
@@ -615,7 +392,7 @@ class KeywordIndex:
         self._ns_codes[pos] = code
         self._lengths[pos] = float(length)
         self._alive[pos] = True
-        self._timed[pos] = timed = _mentions_time(text, words)
+        self._timed[pos] = timed = mentions_time_in(text, words)
         self._said_from[pos], self._said_to[pos] = (
             said_days(text, int(created)) if timed else (NO_DAY_FROM, NO_DAY_TO)
         )
@@ -1005,7 +782,7 @@ class KeywordIndex:
     def speakers_named(self, query: str, namespace: str | None) -> set[str]:
         """The speakers of ``namespace`` whose every name word is a word of ``query``
         ("What did Caroline research?" names "caroline")."""
-        words = set(_WORD_RE.findall(query.lower()))
+        words = set(WORD_RE.findall(query.lower()))
         with self._lock:
             wanted = None if namespace is None else self._ns.get(namespace)
             names = self._speaker_names
@@ -1014,7 +791,7 @@ class KeywordIndex:
                 for (code, speaker), count in self._speaker_docs.items()
                 if count > 0
                 and (wanted is None or code == wanted)
-                and set(_WORD_RE.findall(names[speaker])) <= words
+                and set(WORD_RE.findall(names[speaker])) <= words
             }
 
     def mentions_time(self, event_id: str | None) -> bool:
@@ -1052,7 +829,7 @@ class KeywordIndex:
                 speakers=read(self._speakers, -1),
                 sessions=read(self._sessions, -1),
                 created_days=np.where(
-                    known & (self._created[at] != _NO_TIME), self._created[at] // DAY_MICROS, -1
+                    known & (self._created[at] != NO_TIME), self._created[at] // DAY_MICROS, -1
                 ),
                 said_from=read(self._said_from, NO_DAY_FROM),
                 said_to=read(self._said_to, NO_DAY_TO),
@@ -1067,7 +844,7 @@ class KeywordIndex:
         """For each of ``ids``: the share of ``words`` (names a question mentions) its
         text holds, as stemmed terms."""
         share = np.zeros(len(ids), dtype=np.float64)
-        terms = sorted({t for t in _terms([w.lower() for w in words]) if t})
+        terms = sorted({t for t in word_terms([w.lower() for w in words]) if t})
         if not terms or not len(ids):
             return share
         with self._lock:
