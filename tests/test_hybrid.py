@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.retrieval.keyword_index import (
+from nbmemory.retrieval.keywords import (
     K1,
     B,
     KeywordIndex,

@@ -40,7 +40,7 @@ from .fusion import (
     asks_for_several,
     names_mentioned,
 )
-from .keyword_index import KeywordIndex, asks_when
+from .keywords import KeywordIndex, asks_when
 from .vector_index import VectorIndex
 
 _COLUMN = {name: i for i, name in enumerate(FEATURES)}
