@@ -4,13 +4,14 @@ Why our own index: DuckDB's ``fts`` extension builds a static index that must be
 rebuilt by hand after every change (and is not installable offline for DuckDB
 2.0), and the Python libraries (``bm25s``, ``rank-bm25``) index a fixed corpus
 too.  ``tantivy`` (Rust, on disk) was measured against this index
-(``benchmarks/bench_keyword_engines.py``): it opens instantly and builds faster,
-but makes a searchable document cost a commit (8-20 ms each, against ~40 us
-here) and its analysers find less on LoCoMo (recall@10 0.564 against 0.596).
-Memory changes on every ``add_event``, so this is an incremental inverted index:
-BM25 statistics per namespace (one namespace's documents never change another's
-scores), documents added and removed one by one, and a bulk build in numpy that
-can be saved and loaded as arrays (:mod:`nbmemory.retrieval.index_cache`).  Like
+(``benchmarks/bench_keyword_engines.py``, results in ``docs/performance.md``,
+"Keyword engines: tantivy"): it opens instantly and builds faster, but makes a
+document searchable only after a commit, many times what adding one costs here,
+and its analysers find less on LoCoMo.  Memory changes on every ``add_event``,
+so this is an incremental inverted index: BM25 statistics per namespace (one
+namespace's documents never change another's scores), documents added and
+removed one by one, and a bulk build in numpy that can be saved and loaded as
+arrays (:mod:`nbmemory.retrieval.index_cache`).  Like
 :mod:`nbmemory.retrieval.vector_index` it is a cache kept in step by the store's
 change announcements; when a change cannot be applied it is marked stale, and
 the next search rebuilds it from the table.

@@ -5,7 +5,8 @@ as transcripts and LoCoMo's turns read), whether and when it places something in
 time ("yesterday", "last May", "2023", resolved against the time of writing by
 :mod:`nbmemory.retrieval.dates`) and whether it is a question.  They are read
 once, when a text enters the keyword index, and kept there as per-document
-arrays (:class:`DocumentFacts`).
+arrays (:class:`DocumentFacts`).  What the detection costs per event is measured
+by ``benchmarks/bench_signals.py`` (reported in ``docs/retrieval.md``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ _WHEN_RE = re.compile(
 
 
 #: Every match of ``_TIME_RE`` holds one of these words (lower-cased), "19", "20" or "/":
-#: a text with neither is not searched (the regex costs ~15 µs a text, most have none).
+#: a text with neither is not searched (the regex is the dearer test, and most texts
+#: have none).
 _TIME_WORDS = frozenset(
     w.lower()
     for w in (

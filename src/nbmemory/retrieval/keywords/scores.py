@@ -70,8 +70,8 @@ class KeywordScores:
     :meth:`top` adds them only to the documents that can still reach the top
     (those whose score without them, plus the most they can add, reaches the
     ``limit``-th best score without them: no other document can tie or pass it),
-    :meth:`get` to the one document asked.  At a million short memories that
-    skips adding a term to most documents.
+    :meth:`get` to the one document asked.  On a large store of short memories
+    that skips adding a common term to most documents.
     """
 
     def __init__(

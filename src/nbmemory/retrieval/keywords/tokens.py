@@ -2,7 +2,11 @@
 
 A text is split into its words (lower-cased), English stop words are dropped
 and the rest stemmed with Snowball (English) from ``py_rust_stemmers``, which is
-fastembed's own dependency.
+fastembed's own dependency.  What it finds on LoCoMo against tantivy's analysers
+is measured by ``benchmarks/bench_keyword_engines.py`` (``docs/performance.md``,
+"Keyword engines: tantivy", also says what the stemmer gained over the light
+suffix stripper it replaced); the keyword search mode's recall is in
+``docs/retrieval.md``.
 """
 
 from __future__ import annotations
@@ -109,10 +113,7 @@ def tokenize(text: str) -> list[str]:
     """Lower-cased words without English stop words, stemmed with Snowball (English).
 
     "painted", "painting" and "paints" become "paint", "activities" and "active"
-    "activ".  The stemmer is ``py_rust_stemmers`` (fastembed's own dependency);
-    words with non-ASCII letters are kept as they are.  Measured on LoCoMo, it
-    lifts BM25's recall@10 from 0.596 (a light suffix stripper) to 0.611 and the
-    hybrid ranking's by a point (docs/retrieval.md).
+    "activ".  Words with non-ASCII letters are kept as they are.
     """
     return word_terms(WORD_RE.findall(text.lower()))
 
