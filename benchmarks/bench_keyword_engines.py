@@ -53,17 +53,23 @@ except ImportError:  # an optional comparison: nbmemory does not depend on tanti
 
 import numpy as np  # noqa: E402
 
-from nbmemory.retrieval import keyword_index  # noqa: E402
-from nbmemory.retrieval.keyword_index import KeywordIndex  # noqa: E402
+from nbmemory.retrieval import keywords  # noqa: E402
+from nbmemory.retrieval.keywords import KeywordIndex  # noqa: E402
+
+#: the keyword index's package (``nbmemory.retrieval.keywords``) this process imported
+KEYWORDS_DIR = Path(keywords.__file__).parent
 
 
-def source_digest(path: str) -> str:
-    """A short hash of a source file: which KeywordIndex a process measured."""
-    return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:10]
+def source_digest(folder: Path) -> str:
+    """A short hash of a package's sources: which KeywordIndex a process measured."""
+    digest = hashlib.sha1()
+    for path in sorted(folder.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:10]
 
 
-#: the keyword_index.py this process imported (it may change while the benchmark runs)
-KEYWORD_INDEX_DIGEST = source_digest(keyword_index.__file__)
+#: the keyword index's sources as imported (they may change while the benchmark runs)
+KEYWORD_INDEX_DIGEST = source_digest(KEYWORDS_DIR)
 
 DEFAULT_LOCOMO = "../shared/data/locomo"
 NAMESPACE = "default"
@@ -342,8 +348,8 @@ if engine == "tantivy":
     top = [f"e{p}" for p in searcher.fast_field_values("pos", [a for _, a in hits])]
 else:
     import numpy as np
-    from nbmemory.retrieval import keyword_index
-    from nbmemory.retrieval.keyword_index import KeywordIndex
+    from nbmemory.retrieval import keywords
+    from nbmemory.retrieval.keywords import KeywordIndex
     imported = time.perf_counter()
     with np.load(os.path.join(folder, "keywords.npz"), allow_pickle=False) as saved:
         arrays = {name: saved[name] for name in saved.files}
@@ -355,8 +361,11 @@ peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith
 import_s = imported - start
 digest = None
 if engine != "tantivy":
-    import hashlib
-    digest = hashlib.sha1(open(keyword_index.__file__, "rb").read()).hexdigest()[:10]
+    import hashlib, pathlib
+    sources = hashlib.sha1()
+    for path in sorted(pathlib.Path(keywords.__file__).parent.glob("*.py")):
+        sources.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest = sources.hexdigest()[:10]
 print(json.dumps({"seconds": seconds, "import_s": import_s, "rss_mb": peak / 1024, "hits": len(top), "digest": digest}))
 """
 
@@ -506,7 +515,7 @@ def print_scale(results: list[dict], args: argparse.Namespace) -> None:
     }
     if len(digests) > 1:
         print(
-            f"- WARNING: keyword_index.py changed during the run (sha1 {', '.join(sorted(digests))}):"
+            f"- WARNING: nbmemory.retrieval.keywords changed during the run (sha1 {', '.join(sorted(digests))}):"
             " the KeywordIndex rows mix versions"
         )
     if not all(r[e]["peak_reset"] for r in results for e in ("ours", "tantivy")):
@@ -540,7 +549,7 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(
         f"tantivy {_tantivy_version()} vs nbmemory KeywordIndex "
-        f"({keyword_index.__file__}, sha1 {KEYWORD_INDEX_DIGEST})\n"
+        f"({KEYWORDS_DIR}, sha1 {KEYWORD_INDEX_DIGEST})\n"
     )
     if not args.no_locomo:
         if Path(args.locomo).exists():

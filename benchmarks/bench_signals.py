@@ -18,7 +18,7 @@ shared); each side's p50 is the median of its processes' p50s.
 
 At write time the keyword index tokenises each new event for BM25 and, for the
 signals, reads its speaker ("Name: " at the start), whether it places something
-in time and the days it names (:func:`nbmemory.retrieval.keyword_index.said_days`)
+in time and the days it names (:func:`nbmemory.retrieval.keywords.said_days`)
 and whether it is a question: ``KeywordIndex.add`` of one event is timed whole,
 and the detections alone.
 """
@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _common as bench  # noqa: E402
 
 from nbmemory import Memory  # noqa: E402
-from nbmemory.retrieval import keyword_index  # noqa: E402
 
 NAMES = [
     "Caroline", "Melanie", "Jon", "Gina", "Maria", "John", "Joanna", "Nate", "Tim", "Audrey",
@@ -92,19 +91,22 @@ def latency(n: int, queries: int, rounds: int) -> dict:
 
 def writes_cost(n: int, writes: int) -> dict:
     """p50 µs of adding one event to a keyword index of ``n``, and of its detections."""
+    # here, not at the top: a --baseline-src child may be a checkout without this package
+    from nbmemory.retrieval import keywords
+
     rng = np.random.default_rng(n + 2)
     rows = [
         (f"e{i}", "ns", f"s{i % 100}", turn(rng, i), i * 60_000_000, i) for i in range(n + writes)
     ]
-    index = keyword_index.KeywordIndex()
+    index = keywords.KeywordIndex()
     index.rebuild(rows[:n])
     fresh = [row[3] for row in rows[n:]]
 
     def detect(i: int) -> object:
         text = fresh[i]
-        timed = keyword_index.mentions_time(text)
-        days = keyword_index.said_days(text, rows[n + i][4]) if timed else None
-        return keyword_index.speaker_of(text), days, text.rstrip().endswith("?")
+        timed = keywords.mentions_time(text)
+        days = keywords.said_days(text, rows[n + i][4]) if timed else None
+        return keywords.speaker_of(text), days, text.rstrip().endswith("?")
 
     add, detected = paired(lambda i: index.add([rows[n + i]]), detect, writes, warmup=0)
     return {"add_us": bench.p50(add) * 1e6, "detect_us": bench.p50(detected) * 1e6}

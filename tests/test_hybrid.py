@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.retrieval.keyword_index import (
+from nbmemory.retrieval.keywords import (
     K1,
     B,
     KeywordIndex,
@@ -417,13 +417,13 @@ _TIME_PIECES = [
 @settings(max_examples=400, deadline=None)
 def test_the_time_pre_check_never_hides_a_match(text):
     """The cheap word/digit check before the time regex answers as the regex alone."""
-    from nbmemory.retrieval.keyword_index import _TIME_RE
+    from nbmemory.retrieval.keywords.features import _TIME_RE
 
     assert mentions_time(text) == bool(_TIME_RE.search(text))
 
 
 def test_every_time_expression_the_regex_knows_passes_the_pre_check():
-    from nbmemory.retrieval import keyword_index as ki
+    from nbmemory.retrieval.keywords import features as ki
 
     periods = [
         "week",
@@ -453,21 +453,19 @@ def test_every_time_expression_the_regex_knows_passes_the_pre_check():
 def test_tokenize_stems_each_word_as_the_rule_says_cached_or_not(pieces):
     from py_rust_stemmers import SnowballStemmer
 
-    from nbmemory.retrieval import keyword_index
+    from nbmemory.retrieval.keywords import tokens
 
     stemmer = SnowballStemmer("english")
 
     def by_the_rule(text: str) -> list[str]:
-        words = keyword_index._WORD_RE.findall(text.lower())
+        words = tokens.WORD_RE.findall(text.lower())
         return [
-            stemmer.stem_word(w) if w.isascii() else w
-            for w in words
-            if w not in keyword_index._STOPWORDS
+            stemmer.stem_word(w) if w.isascii() else w for w in words if w not in tokens._STOPWORDS
         ]
 
     text = " ".join(pieces)
     assert tokenize(text) == by_the_rule(text)  # cache warm from earlier examples
-    keyword_index._TERM_OF.clear()
+    tokens._TERM_OF.clear()
     assert tokenize(text) == by_the_rule(text)
 
 

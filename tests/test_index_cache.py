@@ -18,7 +18,7 @@ import pytest
 
 from nbmemory import Memory
 from nbmemory.retrieval.index_cache import SUFFIX, IndexCache
-from nbmemory.retrieval.keyword_index import KeywordIndex
+from nbmemory.retrieval.keywords import KeywordIndex
 
 WORDS = [
     "lake",

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbmemory.retrieval import keyword_index
-from nbmemory.retrieval.keyword_index import KeywordIndex
+from nbmemory.retrieval.keywords import KeywordIndex
+from nbmemory.retrieval.keywords import index as keyword_index
 
 #: a Zipf-like vocabulary: the first words are in most documents (the deferred terms)
 WORDS = [f"w{i}" for i in range(40)]

@@ -2,7 +2,7 @@
 
 * :mod:`.embedders` and :mod:`.worker` — the embedding model and the background
   worker that embeds stored events;
-* :mod:`.vector_index`, :mod:`.keyword_index` and :mod:`.indexes` — exact
+* :mod:`.vector_index`, :mod:`.keywords` and :mod:`.indexes` — exact
   in-memory cosine and BM25 indexes kept in step with the store;
 * :mod:`.hybrid` — cosine fused with keywords and neighbouring turns;
 * :mod:`.working_memory` — each session's recent events, without SQL;

@@ -7,14 +7,16 @@ that names a time ("What did Maria do in May 2023?", "... on 7 July, 2023?",
 when it was written then, or says something happened then.
 
 Only a closed set of English expressions is read, with regular expressions and
-``dateutil`` (a dependency of pandas), in a few µs a text: explicit dates
-("7 July, 2023", "July 7th 2023", "2023-07-07", "7/7/2023"), months with or
-without a year ("May 2023", "in May"), years, and expressions relative to the
+``dateutil`` (a dependency of pandas), cheaply enough for every write
+(``benchmarks/bench_signals.py`` times it with the rest of what the keyword
+index reads from a new text, ``docs/retrieval.md`` has the figures): explicit
+dates ("7 July, 2023", "July 7th 2023", "2023-07-07", "7/7/2023"), months with
+or without a year ("May 2023", "in May"), years, and expressions relative to the
 time of writing ("yesterday", "last night", "last week", "last weekend", "last
 month", "last year", "this week", "two weeks ago", "a few days ago", "last
 Friday", "next month", "tomorrow").  ``dateparser`` reads more languages and
-forms, but parses one string as one date (its ``search_dates`` took ~10 ms a
-turn here, against the 1 ms budget of a write); nothing here needs a model.
+forms, but parses one string as one date, and its ``search_dates`` cost a turn
+many times a write's whole budget when it was tried; nothing here needs a model.
 
 Periods are half-open day ranges ``[start, end)`` of :class:`datetime.date`.
 """

@@ -71,9 +71,10 @@ def _threads_that_sleep() -> Iterator[None]:
     By default ONNX Runtime's worker threads keep spinning for a while after each
     run, ready for the next one.  Here the model runs in the background while the
     caller writes to DuckDB: on two cores the spinning threads took that CPU and
-    doubled ``add_event`` (4.6 ms p50 without spinning against 7.7 ms with it),
-    for no gain in texts/s.  fastembed takes no option for it, so the session
-    options class it instantiates is swapped for the length of the load.
+    slowed ``add_event`` markedly, for no gain in texts/s
+    (``benchmarks/bench_ingest.py`` times both; ``docs/performance.md``, "Ingest",
+    has the figures before and after).  fastembed takes no option for it, so the
+    session options class it instantiates is swapped for the length of the load.
     """
     try:
         import onnxruntime as ort
@@ -133,7 +134,7 @@ def hub_unreachable(timeout: float = HUB_CHECK_TIMEOUT) -> str | None:
     fastembed's retries take when the network is down.
     """
     import urllib.parse
-    import urllib.request  # here, not at import: 11 ms (ssl, http) that no search needs
+    import urllib.request  # here, not at import: ssl and http, time no search needs
 
     endpoint = os.environ.get("HF_ENDPOINT") or DEFAULT_HUB
     parts = urllib.parse.urlsplit(endpoint)

@@ -1,24 +1,25 @@
 """Each id's row in an in-memory index, without a dictionary of every id up front.
 
-An index holds its ids as a list (``None`` where a row was removed) and needs the
-row of a given id: to score the few hundred candidates of a query, to apply a
-change.  A dictionary answers that, but at a million ids it takes half a second
-to build, which a new process that loaded a saved index would pay before its
-first answer.  A saved copy therefore also holds its ids' sort order; an id is
-then found by binary search in the ids taken in that order, and ids added since
-live in a small dictionary.  When the saved ids all have one length in bytes (the
-UUIDs made here do), the search reads them as bytes straight from the saved
-Arrow buffer through the order, with nothing made up front; otherwise a sorted
-list of them is made at the first look-up (0.15 s at a million ids).
+An index holds its ids as a list (``None`` where a row was removed) and needs
+the row of a given id: to score the few hundred candidates of a query, to apply
+a change.  A dictionary answers that, but at a million ids it takes a large part
+of a cold open to build, which a new process that loaded a saved index would pay
+before its first answer (``benchmarks/bench_search.py`` times cold opens;
+``docs/performance.md``, "Cold open", has the figures).  A saved copy therefore
+also holds its ids' sort order; an id is then found by binary search in the ids
+taken in that order, and ids added since live in a small dictionary.  When the
+saved ids all have one length in bytes (the UUIDs made here do), the search
+reads them as bytes straight from the saved Arrow buffer through the order, with
+nothing made up front; otherwise a sorted list of them is made at the first
+look-up.
 
 A binary search costs about ten dictionary look-ups, so once an answer is made
 (:meth:`IdRows.start_making`, which the retriever calls) a thread makes the
 dictionary from a snapshot of the list while changes made meanwhile are logged;
 the log is replayed onto it and it takes over.  In a notebook that happens while
 the person reads the first answer; started during the answer, the thread would
-slow it (measured: 0.8 s became 1.9 s at a million ids on two cores).  A look-up
-of many ids at once, or an index with no saved order, makes the dictionary at
-once.
+slow it badly on two cores ("Cold open" again).  A look-up of many ids at once,
+or an index with no saved order, makes the dictionary at once.
 """
 
 from __future__ import annotations
@@ -165,8 +166,8 @@ class IdRows:
         binary search: an index nothing asks ids of never needs it).
 
         A bare thread (``_thread``): ``threading.Thread.start`` waits until the new
-        thread runs, and on two cores that wait, taken at the end of an answer, cost
-        it 15-40 ms."""
+        thread runs, and on two cores that wait, taken at the end of an answer, was a
+        visible part of it (``docs/performance.md``, "Cold open")."""
         with self._lock:
             if self._maker is not None or self._dict is not None or self._sorted is None:
                 return

@@ -1,13 +1,14 @@
 """Saved copies of the in-memory indexes next to the store file.
 
-A new process that opens a large store would rebuild its indexes from the table:
-at a million memories that is seconds of reading vectors and tens of seconds of
-tokenising text.  So after a full build the indexes are saved in a folder beside
-the store (``<store>.nbmemory-index/``), and the next process loads them
-instead: the keyword index as arrays (one ``.npz``), the vector matrix as a
-``.npy`` file mapped into memory (copy-on-write: pages are read on first touch
-and shared with the page cache, and rows changed later stay private to the
-process).
+A new process that opens a large store would rebuild its indexes from the table,
+reading every vector and tokenising every text: at a million memories, most of
+its time to a first answer (``benchmarks/bench_search.py`` times cold opens,
+rebuilt and loaded; ``docs/performance.md``, "Cold open", has the figures).  So
+after a full build the indexes are saved in a folder beside the store
+(``<store>.nbmemory-index/``), and the next process loads them instead: the
+keyword index as arrays (one ``.npz``), the vector matrix as a ``.npy`` file
+mapped into memory (copy-on-write: pages are read on first touch and shared with
+the page cache, and rows changed later stay private to the process).
 
 The store stays the source of truth.  A saved copy holds one hash per row, in
 the order the table is read; a process uses it only when the table's rows,
@@ -18,8 +19,8 @@ and the copy is ignored, the index is built from the table and saved again.  A
 copy that cannot be read, is of another format, or belongs to another program
 is never used and never overwritten.
 
-Hashing every row still means reading every vector (at a million, half a second
-of the time a new process takes to its first answer).  So when that check
+Hashing every row still means reading every vector (a sizeable part of a new
+process's time to its first answer: "Cold open" again).  So when that check
 passes with nothing added since, it is written down (``checked.json``): the
 store file's identity and state then (device, inode, size, modification and
 change times, a digest of DuckDB's database headers, no write-ahead log) and
@@ -528,10 +529,10 @@ def _record(path: Path) -> bool:
 
 def map_npz(path: Path) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` that :func:`numpy.savez` wrote, mapped from the file
-    rather than read into new memory: :func:`numpy.load` took 0.2 s for the 170 MB
-    of a million memories' keyword index, checking each member's CRC-32 and mapping
-    it 0.03 s.  Pages are copy-on-write, as for the vector matrix: a change stays
-    private to the process.
+    rather than read into new memory: for a million memories' keyword index,
+    :func:`numpy.load` took several times as long as checking each member's CRC-32
+    and mapping it (``docs/performance.md``, "Cold open").  Pages are copy-on-write,
+    as for the vector matrix: a change stays private to the process.
 
     Raises ``ValueError`` for a member that is compressed, holds Python objects, or
     does not fit in the file."""

@@ -24,7 +24,7 @@ from ..errors import LargeStoreWarning
 from ..store import Change, Store
 from ..store.events import NO_TIME
 from .index_cache import MAX_TAIL, FileState, IndexCache
-from .keyword_index import KeywordIndex
+from .keywords import KeywordIndex
 from .vector_index import VectorIndex, normalise_in_place
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 memory and in step with the store.
 
 The context's salience strategy, ranked by the query, starts from these ids every
-call; reading them is a scan of ``events`` (a few milliseconds per million rows).
+call; reading them is a scan of ``events``.
 They change only when events are added, deleted or rewritten, which the store
 announces: added events join the sets they qualify for, deleted ones leave them,
 and anything the store cannot describe (other columns updated, plain SQL,

@@ -3,8 +3,9 @@
 DuckDB stays the source of truth; this is a cache of the vectors of one model,
 L2-normalised in a contiguous float32 matrix so a query is one matrix-vector
 product (the numpy floor) instead of ``list_cosine_similarity`` over LIST
-columns (~15x slower at 100k rows).  Answers are exact: the same top-k as the
-SQL ranking.
+columns, many times slower (``benchmarks/bench_search.py`` times both;
+``docs/performance.md``, "Search and context", has the figures).  Answers are
+exact: the same top-k as the SQL ranking.
 
 Keeping in step: the store announces every committed change
 (:mod:`nbmemory.retrieval.indexes` applies vectors written and events deleted in
