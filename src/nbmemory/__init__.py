@@ -20,7 +20,7 @@ from .errors import (
     StoreError,
     StoreLocked,
 )
-from .events import Event
+from .event_rows import Event
 from .memory import Memory
 from .retrieval import Context, ContextItem
 from .version import __version__

@@ -20,15 +20,18 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from .automation.allowed_prefixes import Prefixes
+from .automation.scheduler import Scheduler
+from .automation.tool_macros import Macros
 from .config import DEFAULT_MODEL, DEFAULT_NAMESPACE, Settings, default_store_path
 from .core import build_core
 from .errors import InvalidInput, WriteConflict
-from .longterm.consolidation import Consolidation, Consolidator
-from .longterm.facts import Facts
-from .longterm.macros import Macros
-from .longterm.memories import Memories
-from .longterm.prefixes import Prefixes
-from .longterm.scheduler import Scheduler
+from .knowledge.agents_md import AgentsMd
+from .knowledge.consolidation import Consolidation, Consolidator
+from .knowledge.fact_book import Facts
+from .log.embeddings import Embeddings
+from .log.event_log import EventLog
+from .log.memories import Memories
 from .redaction import Redactor
 from .retrieval import (
     Embedder,
@@ -40,14 +43,11 @@ from .retrieval import (
     resolve_embedder,
 )
 from .retrieval.rerank import Reranker, as_reranker
-from .state.agents_md import AgentsMd
-from .state.audit import Audit
-from .state.embeddings import Embeddings
-from .state.events import EventLog
-from .state.sessions import Sessions
-from .state.sqlite_import import SqliteImport
-from .state.transfer import Transfer
+from .sessions.audit_trail import Audit
+from .sessions.lifecycle import Sessions
 from .store import Store, Writer, open_store
+from .transfer.json_files import Transfer
+from .transfer.sqlite_import import SqliteImport
 from .validation import check_name, check_unit_interval
 
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()

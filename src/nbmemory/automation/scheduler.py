@@ -18,9 +18,9 @@ import pandas as pd
 
 from ..core import Core
 from ..errors import InvalidInput
-from ..events import new_id
+from ..event_rows import new_id
 from ..validation import check_name, check_text, shown, to_utc, utcnow
-from .schedules import next_run, parse_schedule
+from .cron import next_run, parse_schedule
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ from ..config import ENV_MODEL_PATH
 from ..errors import EmbedderError, InvalidInput, ModelUnavailable, NbMemoryError
 from ..memory import Memory
 from ..retrieval.embedders import Embedder, model_unavailable
-from ..state.sessions import LIST_COLUMNS as SESSION_LIST
-from ..state.transfer import read_export
+from ..sessions.lifecycle import LIST_COLUMNS as SESSION_LIST
+from ..transfer.json_files import read_export
 from .options import in_cli_words, store_options
 from .stores import opened, store_path
 

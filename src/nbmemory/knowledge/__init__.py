@@ -1,2 +1,2 @@
-"""Long-term memory: the Astreus memories, facts, macros, allowed prefixes,
-scheduled tasks and consolidation, each a small class handed the core."""
+"""What an agent knows beyond its log: facts, consolidation of old messages into
+summaries and facts (with the offline summarizer), and AGENTS.md as memories."""

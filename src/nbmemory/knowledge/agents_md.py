@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import Core
 from ..errors import InvalidInput
-from ..events import build_row
+from ..event_rows import build_row
 from ..redaction import check_ingestable
 from ..validation import check_path, dump_metadata, parse_metadata
 

@@ -4,7 +4,7 @@ Every ``consolidation_interval_hours`` (6) in a background thread
 (:meth:`Consolidation.start_consolidation`), or on demand
 (:meth:`Consolidation.consolidate`), the unconsolidated messages of each
 session older than that interval are cut into chunks and handed to a
-*summarizer* (:mod:`nbmemory.longterm.summarizer`).
+*summarizer* (:mod:`nbmemory.knowledge.summarizer`).
 
 For each chunk the summary is stored as an event (``kind="summary"``, high
 importance, so the salience strategy of ``get_context`` brings it back), its
@@ -26,7 +26,7 @@ from typing import Any
 
 from ..core import Core
 from ..errors import InvalidInput
-from ..events import build_row
+from ..event_rows import build_row
 from ..validation import check_limit, check_name, check_unit_interval, shown, to_utc, utcnow
 from .summarizer import Summarizer, extractive_summary, to_summary
 
@@ -153,7 +153,7 @@ class Consolidation:
         """Summarise the unconsolidated messages older than ``older_than_hours`` now.
 
         ``older_than_hours`` defaults to ``consolidation_interval_hours`` (6);
-        ``summarizer`` to :func:`~nbmemory.longterm.summarizer.extractive_summary`.
+        ``summarizer`` to :func:`~nbmemory.knowledge.summarizer.extractive_summary`.
         Each session's old messages are cut into chunks of ``chunk_size``; a chunk
         whose summarizer fails stays unconsolidated (and so do the later chunks of
         that session, keeping order) and is retried next run.

@@ -1,2 +1,2 @@
-"""The store's state: the event log, vectors, sessions, audit trail, AGENTS.md,
-export/import and the SQLite import, each a small class handed the core."""
+"""The event log: storing, reading, changing and deleting events, their vectors,
+and the Astreus API's view of the events that are memories."""

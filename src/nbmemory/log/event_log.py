@@ -9,11 +9,18 @@ import pandas as pd
 
 from ..core import Core
 from ..errors import MemoryNotFound, StoreError
-from ..events import Event, build_row, build_rows
+from ..event_rows import Event, build_row, build_rows
+from ..pseudonyms import PSEUDONYM_KEY
 from ..retrieval.index_cache import remove_saved_indexes
 from ..store import READ_COLUMNS
-from ..validation import check_limit, check_name, check_names, date_range, scope_filters
-from .audit import PSEUDONYM_KEY, check_flag
+from ..validation import (
+    check_flag,
+    check_limit,
+    check_name,
+    check_names,
+    date_range,
+    scope_filters,
+)
 
 
 class EventLog:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..core import Core
 from ..errors import InvalidInput, MemoryNotFound
-from ..events import Event, build_row
+from ..event_rows import Event, build_row
 from ..validation import (
     check_limit,
     check_name,

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from ..config import Settings
 from ..errors import InvalidInput
-from ..events import turn_text
+from ..event_rows import turn_text
 from ..research.datasets import LoadedConversation
 from ..research.figures import importance_histogram, similarity_histogram
 from ..research.frames import memories_frame

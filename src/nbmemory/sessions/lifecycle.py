@@ -33,9 +33,17 @@ import pandas as pd
 from ..config import Settings
 from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
+from ..pseudonyms import Pseudonyms, pseudonymise_trail
 from ..store.sessions import ACTIVE, SESSION_COLUMNS
-from ..validation import MAX_NAME_BYTES, JsonLimits, check_name, check_text, dump_json, shown
-from .audit import Pseudonyms, check_flag, pseudonymise_trail
+from ..validation import (
+    MAX_NAME_BYTES,
+    JsonLimits,
+    check_flag,
+    check_name,
+    check_text,
+    dump_json,
+    shown,
+)
 
 _DEFAULT_LIMITS = Settings().payload_limits
 
@@ -274,7 +282,7 @@ class Sessions:
         long-term memory, the session row is only operational state.
         ``forget=True`` deletes the events too and replaces the session id by its
         pseudonym in every audit row of the namespace that names it (the rows stay:
-        see :mod:`nbmemory.state.audit`); it also works for a session whose row and
+        see :mod:`nbmemory.pseudonyms`); it also works for a session whose row and
         events are gone already.  ``purge()`` then erases the old bytes from the file.
         Returns ``{"sessions": rows deleted, "events": events deleted}``, and with
         ``forget`` ``"audit_rows"``: audit rows pseudonymised.
@@ -318,7 +326,7 @@ class Sessions:
         a session id now used by another user's session is left alone.  In the
         namespace (the Memory's by default) or, with ``all_namespaces=True``, in every
         one.  Audit rows stay, with what happened and when; only the ids change (see
-        :mod:`nbmemory.state.audit`).  Facts, macros and tasks belong to a namespace,
+        :mod:`nbmemory.pseudonyms`).  Facts, macros and tasks belong to a namespace,
         not a user, and stay.  ``purge()`` then erases the old bytes from the file.
 
         Returns ``{"user": the user's pseudonym, "sessions": n, "events": n,

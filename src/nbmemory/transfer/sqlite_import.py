@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core import Core
 from ..errors import InvalidInput
-from ..events import build_row
+from ..event_rows import build_row
 from ..store.sqlite_source import read_sqlite
 from ..validation import check_path, to_utc
 
