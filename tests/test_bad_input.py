@@ -887,7 +887,7 @@ def test_an_open_that_fails_half_way_lets_the_file_go(store_path, monkeypatch):
     def broken(self, *args, **kwargs):
         raise StoreError("a failure after the file was open")
 
-    monkeypatch.setattr(Consolidation, "start_consolidation", broken)
+    monkeypatch.setattr(Consolidation, "start", broken)
     with pytest.raises(StoreError, match="after the file was open"):
         Memory(store_path, embedder="hash")
     monkeypatch.undo()

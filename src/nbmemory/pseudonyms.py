@@ -1,7 +1,7 @@
 """Pseudonyms: forgotten ids replaced in the audit trail by a keyed hash.
 
 Forgetting a user or a session (:meth:`~nbmemory.sessions.lifecycle.Sessions.forget_user`,
-``delete_session(..., forget=True)``) keeps the audit rows (what happened, when,
+``mem.sessions.delete(..., forget=True)``) keeps the audit rows (what happened, when,
 by which actor stays on record) and replaces every occurrence of the forgotten
 ids in them by a *pseudonym*: ``pseudonym:`` and 32 hex digits of HMAC-SHA256
 under a random key kept in the store (``nbmemory_meta``).  The same id always

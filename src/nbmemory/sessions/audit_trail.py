@@ -4,7 +4,7 @@ Every change made through a :class:`~nbmemory.Memory` appends one row to
 ``audit_log`` in the same transaction (the writer does it): actor, action, the
 namespace, target ids and a JSON ``details`` object.  Details say *that*
 something happened (``{"redacted": 2}``), never the secret itself.  Nothing
-updates or deletes audit rows except :meth:`Audit.cleanup_audit`, which applies
+updates or deletes audit rows except :meth:`Audit.cleanup`, which applies
 the retention period (``Settings.audit_retention_days``, 90 by default), and
 forgetting a user or a session, which replaces their ids by pseudonyms
 (:mod:`nbmemory.pseudonyms`).
@@ -21,12 +21,12 @@ from ..validation import check_limit, check_name
 
 
 class Audit:
-    """``audit_log`` and ``cleanup_audit``."""
+    """``log`` and ``cleanup`` (``mem.audit``)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
 
-    def audit_log(
+    def log(
         self, *, namespace: str | None = None, action: str | None = None, limit: int | None = None
     ) -> pd.DataFrame:
         """The audit trail as a DataFrame, newest first (all namespaces unless given)."""
@@ -36,7 +36,7 @@ class Audit:
             limit=None if limit is None else check_limit(limit, "limit"),
         )
 
-    def cleanup_audit(self, *, dry_run: bool = False) -> int:
+    def cleanup(self, *, dry_run: bool = False) -> int:
         """Apply the audit retention (``audit_retention_days``, 90); returns rows (to be) deleted."""
         days = self.core.settings.audit_retention_days
         cutoff = self.core.clock() - dt.timedelta(days=days)

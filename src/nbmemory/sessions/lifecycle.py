@@ -132,7 +132,7 @@ class Sessions:
         record = self.core.store.sessions.get(namespace, session_id)
         return None if record is None else Session.from_record(record)
 
-    def start_session(
+    def start(
         self,
         user_id: str = "",
         *,
@@ -142,7 +142,7 @@ class Sessions:
     ) -> Session:
         """Create a session for ``user_id`` in the namespace, or continue ``session_id``.
 
-        With an existing ``session_id`` this is :meth:`continue_session` (a closed one
+        With an existing ``session_id`` this is :meth:`resume` (a closed one
         is reopened with its saved state).  A new session starts with ``state`` (default
         ``{"current_plan": [], "tool_history": []}``).  When the user already has
         ``max_concurrent_sessions`` (5) active sessions in the namespace, the least
@@ -161,7 +161,7 @@ class Sessions:
                         f"session {session_id!r} belongs to user {existing.user_id!r}, "
                         f"not {user_id!r}; start a new session instead"
                     )
-                return self.continue_session(session_id, namespace=ns, reopen=True)
+                return self.resume(session_id, namespace=ns, reopen=True)
         if state is not None and not isinstance(state, dict):
             raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
         initial = default_state() if state is None else dict(state)
@@ -189,7 +189,7 @@ class Sessions:
             tx.audit("session_start", [session.session_id], ns, {"user_id": user_id})
         return session
 
-    def continue_session(
+    def resume(
         self, session_id: str, *, namespace: str | None = None, reopen: bool = False
     ) -> Session:
         """Load a session and mark it used now; :class:`SessionNotFound` if gone or expired.
@@ -222,7 +222,7 @@ class Sessions:
         assert found is not None
         return found
 
-    def get_session(self, session_id: str, *, namespace: str | None = None) -> Session:
+    def get(self, session_id: str, *, namespace: str | None = None) -> Session:
         """A session as stored (any status), without touching it."""
         ns = self.core.ns(namespace)
         session = self._get(ns, check_name(session_id, "session_id"))
@@ -230,7 +230,7 @@ class Sessions:
             raise SessionNotFound(session_id, ns)
         return session
 
-    def save_session_state(
+    def save_state(
         self,
         session_id: str,
         state: dict[str, Any],
@@ -241,17 +241,17 @@ class Sessions:
         """Persist a session's state (merged into the saved one unless ``merge=False``)."""
         limits = self.core.settings.payload_limits
         dump_state(state, limits)  # a refused state changes nothing, not even last_activity
-        saved = self.get_session(session_id, namespace=namespace)
+        saved = self.get(session_id, namespace=namespace)
         text = dump_state({**saved.state, **state} if merge else dict(state), limits)
-        session = self.continue_session(session_id, namespace=namespace)
+        session = self.resume(session_id, namespace=namespace)
         with self.core.writer.transaction() as tx:
             tx.sessions.save_state(session.namespace, session.session_id, text, self.core.clock())
             tx.audit(
                 "session_state", [session.session_id], session.namespace, {"keys": sorted(state)}
             )
-        return self.get_session(session.session_id, namespace=session.namespace)
+        return self.get(session.session_id, namespace=session.namespace)
 
-    def close_session(
+    def close(
         self,
         session_id: str,
         *,
@@ -261,14 +261,14 @@ class Sessions:
         """Close a session, persisting its final state (``state`` merged in when given)."""
         if state is not None and not isinstance(state, dict):
             raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
-        session = self.get_session(session_id, namespace=namespace)
+        session = self.get(session_id, namespace=namespace)
         final = dump_state({**session.state, **(state or {})}, self.core.settings.payload_limits)
         with self.core.writer.transaction() as tx:
             tx.sessions.close(session.namespace, session.session_id, final, self.core.clock())
             tx.audit("session_close", [session.session_id], session.namespace)
-        return self.get_session(session.session_id, namespace=session.namespace)
+        return self.get(session.session_id, namespace=session.namespace)
 
-    def delete_session(
+    def delete(
         self,
         session_id: str,
         *,
@@ -368,7 +368,7 @@ class Sessions:
             "namespaces": sorted(counts),
         }
 
-    def sessions(
+    def list(
         self,
         namespace: str | None = None,
         *,
@@ -403,7 +403,7 @@ class Sessions:
         )
         return frame.reindex(columns=LIST_COLUMNS).reset_index(drop=True)
 
-    def cleanup_sessions(
+    def cleanup(
         self,
         *,
         namespace: str | None = None,
