@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import Core
-from ..errors import InvalidInput
+from ..errors import InvalidInput, TaskNotFound
 from ..event_rows import new_id
 from ..validation import check_name, check_text, shown, to_utc, utcnow
 from .cron import next_run, parse_schedule
@@ -92,13 +92,11 @@ class Scheduler:
         return self.get(task["id"], namespace=ns)
 
     def get(self, task_id: str, *, namespace: str | None = None) -> dict[str, Any]:
-        """One scheduled task as a dict; :class:`InvalidInput` when there is none."""
+        """One scheduled task as a dict; :class:`~nbmemory.errors.TaskNotFound` when there is none."""
         ns = self.core.ns(namespace)
         task = self.core.store.tasks.get(check_name(task_id, "task_id"), ns)
         if task is None:
-            raise InvalidInput(
-                f"no scheduled task with id {task_id!r} in namespace {ns!r}; see mem.tasks.list()"
-            )
+            raise TaskNotFound(task_id, ns)
         return task
 
     def pause(self, task_id: str, *, namespace: str | None = None) -> dict[str, Any]:

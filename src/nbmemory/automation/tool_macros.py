@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import Core
-from ..errors import InvalidInput
+from ..errors import MacroNotFound
 from ..validation import (
     JsonLimits,
     check_json_size,
@@ -168,9 +168,7 @@ class Macros:
         with self.core.writer.transaction() as tx:
             used = tx.macros.use(macro_id, ns, utcnow())
             if used is None:
-                raise InvalidInput(
-                    f"no macro with id {macro_id} in namespace {ns!r}; see mem.macros.list()"
-                )
+                raise MacroNotFound(macro_id, ns)
             tx.audit("use_macro", [str(macro_id)], ns)
         return used
 

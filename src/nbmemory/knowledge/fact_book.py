@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import Core
-from ..errors import InvalidInput
+from ..errors import FactNotFound, InvalidInput
 from ..validation import (
     check_limit,
     check_name,
@@ -76,16 +76,13 @@ class Facts:
         return {**self.get(category, key, namespace=ns), "status": status}
 
     def get(self, category: str, key: str, *, namespace: str | None = None) -> dict[str, Any]:
-        """The current fact as a dict; :class:`InvalidInput` when there is none."""
+        """The current fact as a dict; :class:`~nbmemory.errors.FactNotFound` when there is none."""
         ns = self.core.ns(namespace)
         row = self.core.store.facts.get(
             ns, self._name(category, "category"), self._name(key, "key")
         )
         if row is None:
-            raise InvalidInput(
-                f"no fact {category!r}/{key!r} in namespace {ns!r}; "
-                "see mem.facts.list() for what exists"
-            )
+            raise FactNotFound((category, key), ns)
         return row
 
     def list(self, category: str | None = None, *, namespace: str | None = None) -> pd.DataFrame:
