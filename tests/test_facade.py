@@ -249,3 +249,17 @@ def test_no_two_modules_of_the_features_share_a_file_name() -> None:
     )
     assert shared == []
     assert [str(p.relative_to(SRC)) for p in files if p.name == "events.py"] == ["store/events.py"]
+
+
+def test_the_docs_list_every_older_name() -> None:
+    """docs/python-api.md's "Older names" table says what each alias stands for."""
+    text = (ROOT / "docs" / "python-api.md").read_text()
+    table = text.split("\n## Older names\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("mem."):
+            rows[cells[0].removeprefix("mem.").split("(")[0]] = (
+                cells[1].removeprefix("mem.").split("(")[0]
+            )
+    assert rows == ALIASES
