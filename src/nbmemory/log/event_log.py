@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -252,7 +251,7 @@ def change_event(
     namespace: str,
     content: Any,
     metadata: Any,
-    kinds: Sequence[str] | None,
+    kinds: tuple[str, ...] | None,
     action: str,
 ) -> str:
     """Change one event of ``kinds`` (any kind when None) in one transaction with its
