@@ -15,7 +15,7 @@ import numpy as np
 
 import nbmemory
 from nbmemory import Memory
-from nbmemory.events import build_row
+from nbmemory.event_rows import build_row
 
 
 def timings(fn: Callable[[int], object], repeat: int, warmup: int = 2) -> list[float]:

@@ -48,7 +48,7 @@ from _common import (  # noqa: E402
 )
 
 from nbmemory import Memory  # noqa: E402
-from nbmemory.events import new_ids  # noqa: E402
+from nbmemory.event_rows import new_ids  # noqa: E402
 from nbmemory.store.connection import CHECKPOINT_THRESHOLD, DISABLED_COMPRESSION  # noqa: E402
 
 

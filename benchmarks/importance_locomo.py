@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine, p50, p95, print_table  # noqa: E402
 
 from nbmemory import Settings  # noqa: E402
-from nbmemory.events import importance_for  # noqa: E402
+from nbmemory.event_rows import importance_for  # noqa: E402
 from nbmemory.importance import estimate_importance  # noqa: E402
 from nbmemory.research.datasets import locomo_files, read_locomo  # noqa: E402
 

@@ -11,7 +11,7 @@ import pytest
 from fakes import CountingEmbedder
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.state.agents_md import parse_sections
+from nbmemory.knowledge.agents_md import parse_sections
 
 SEED_EXAMPLE = """# Memória do Projeto: meu-projeto
 

@@ -880,14 +880,14 @@ def test_a_foreign_table_met_by_a_migration_is_refused_and_rolled_back(store_pat
 
 
 def test_an_open_that_fails_half_way_lets_the_file_go(store_path, monkeypatch):
-    from nbmemory.longterm.consolidation import Consolidation
+    from nbmemory.knowledge.consolidation import Consolidation
 
     Memory(store_path, embedder="hash").close()
 
     def broken(self, *args, **kwargs):
         raise StoreError("a failure after the file was open")
 
-    monkeypatch.setattr(Consolidation, "start_consolidation", broken)
+    monkeypatch.setattr(Consolidation, "start", broken)
     with pytest.raises(StoreError, match="after the file was open"):
         Memory(store_path, embedder="hash")
     monkeypatch.undo()

@@ -19,6 +19,7 @@ from nbmemory import Memory, StoreError, StoreLocked
 from nbmemory.cli import build_parser, main
 from nbmemory.cli.options import in_cli_words
 from nbmemory.cli.stores import opened
+from nbmemory.facade.groups import TransferGroup
 from nbmemory.store import SharedStore
 
 pytestmark = pytest.mark.timeout(600)
@@ -121,15 +122,17 @@ def test_a_held_store_is_refused_with_the_command_lines_remedies(tmp_path, capsy
 
 
 # -- failed commands leave no new store ------------------------------------------------------
-def _fail_after_writing(monkeypatch, method: str, error: BaseException) -> None:
-    """``Memory.<method>`` does its work, then the command fails."""
-    real = getattr(Memory, method)
+def _fail_after_writing(
+    monkeypatch, method: str, error: BaseException, owner: type = Memory
+) -> None:
+    """``<owner>.<method>`` (``Memory``'s, or a group's) does its work, then the command fails."""
+    real = getattr(owner, method)
 
     def failing(self, *args, **kwargs):
         real(self, *args, **kwargs)
         raise error
 
-    monkeypatch.setattr(Memory, method, failing)
+    monkeypatch.setattr(owner, method, failing)
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["alone", "shared"])
@@ -153,7 +156,7 @@ def test_an_interrupted_import_leaves_no_new_store(tmp_path, capsys, monkeypatch
         mem.add_event("s", "user", "exported")
         mem.export_json(export)
     os.remove(source)
-    _fail_after_writing(monkeypatch, "import_json", KeyboardInterrupt())
+    _fail_after_writing(monkeypatch, "import_json", KeyboardInterrupt(), TransferGroup)
     target = str(tmp_path / "target.duckdb")
     code, _, err = run(capsys, "state", "import", "--store", target, "--input", export,
                        "--embedder", "hash")  # fmt: skip
@@ -190,15 +193,20 @@ def test_an_sqlite_import_that_fails_after_writing_leaves_no_new_store(
     agent = tmp_path / "agent.db"
     con = sqlite3.connect(agent)
     con.execute(
-        "CREATE TABLE messages (id TEXT PRIMARY KEY, session_id TEXT, role TEXT, content TEXT)"
+        "CREATE TABLE messages (id TEXT PRIMARY KEY, session_id TEXT, role TEXT, content TEXT,"
+        " created_at TEXT)"
     )
-    con.execute("INSERT INTO messages VALUES ('m1', 's', 'user', 'from the agent')")
+    con.execute(
+        "INSERT INTO messages VALUES ('m1', 's', 'user', 'from the agent', '2024-05-01T09:00:00Z')"
+    )
     con.commit()
     con.close()
-    _fail_after_writing(monkeypatch, "import_sqlite", StoreError("the disk went away"))
-    code, _, _ = run(capsys, "import-sqlite", str(agent), "--store", str(tmp_path / "new.duckdb"),
-                     "--embedder", "hash")  # fmt: skip
-    assert code == 1
+    _fail_after_writing(
+        monkeypatch, "import_sqlite", StoreError("the disk went away"), TransferGroup
+    )
+    code, _, err = run(capsys, "import-sqlite", str(agent), "--store", str(tmp_path / "new.duckdb"),
+                       "--embedder", "hash")  # fmt: skip
+    assert code == 1 and "the disk went away" in err  # it wrote, then the command failed
     assert sorted(os.listdir(tmp_path)) == ["agent.db"]
 
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.longterm.summarizer import Summary, extractive_summary
+from nbmemory.knowledge.summarizer import Summary, extractive_summary
 
 NOW = dt.datetime(2024, 5, 8, 12, 0)
 OLD = NOW - dt.timedelta(hours=10)

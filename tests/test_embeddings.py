@@ -9,7 +9,7 @@ import pytest
 from fakes import FlakyEmbedder, GatedEmbedder
 
 from nbmemory import EmbedderError, InvalidInput, Memory
-from nbmemory.events import build_row
+from nbmemory.event_rows import build_row
 from nbmemory.retrieval.embedders import (
     CallableEmbedder,
     Embedder,

@@ -151,7 +151,7 @@ def test_a_rolled_back_insert_never_reaches_the_keyword_index(spec_and_hybrid):
     mem = spec_and_hybrid
     mem.add_event("s", "user", "visible text")
     mem.indexes.keywords()
-    from nbmemory.events import build_row
+    from nbmemory.event_rows import build_row
 
     row = build_row(mem.settings, session_id="s", role="user", content="ghost", namespace="default")
     with pytest.raises(RuntimeError), mem.writer.transaction() as tx:

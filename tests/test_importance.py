@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nbmemory import InvalidInput, Memory, Settings
-from nbmemory.events import build_row, importance_for
+from nbmemory.event_rows import build_row, importance_for
 from nbmemory.importance import estimate_importance
 
 SALIENT = Settings().salience_threshold

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nbmemory import InvalidInput, Memory, MemoryNotFound
-from nbmemory.longterm.memories import DEFAULT_MEMORY_SESSION
+from nbmemory.log.memories import DEFAULT_MEMORY_SESSION
 
 
 def test_add_memory_stores_a_scoped_memory(mem):

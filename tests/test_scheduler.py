@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.longterm.schedules import parse_schedule
+from nbmemory.automation.cron import parse_schedule
 
 # Wednesday 2024-05-08 10:15 UTC
 NOW = dt.datetime(2024, 5, 8, 10, 15)

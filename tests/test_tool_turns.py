@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from nbmemory import InvalidInput, Memory
-from nbmemory.events import tool_calls_text, turn_text
+from nbmemory.event_rows import tool_calls_text, turn_text
 
 CALLS = [
     {

@@ -13,7 +13,7 @@ import pytest
 from nbmemory import InvalidInput, Memory
 from nbmemory.errors import SessionNotFound
 from nbmemory.research.datasets import load_locomo
-from nbmemory.state.transfer import FORMAT, VERSION, derived_id
+from nbmemory.transfer.json_files import FORMAT, VERSION, derived_id
 
 
 def _events(mem: Memory, namespace: str) -> pd.DataFrame:

@@ -279,7 +279,7 @@ def test_a_forked_child_makes_ids_of_its_own():
     """Event ids come from a buffer of random bytes: a fork must not share what is left."""
     import os
 
-    from nbmemory.events import new_id
+    from nbmemory.event_rows import new_id
 
     new_id()  # the parent's buffer is now filled
     read, write = os.pipe()

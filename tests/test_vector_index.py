@@ -9,7 +9,7 @@ import pytest
 from fakes import RandomEmbedder
 
 from nbmemory import Memory
-from nbmemory.events import build_row
+from nbmemory.event_rows import build_row
 from nbmemory.retrieval.encoding import sort_order
 from nbmemory.retrieval.vector_index import VectorIndex
 

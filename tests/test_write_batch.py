@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbmemory import InvalidInput, Memory, Settings, importance, redaction
-from nbmemory.events import _build_each, build_row, build_rows, new_id, new_ids
+from nbmemory.event_rows import _build_each, build_row, build_rows, new_id, new_ids
 from nbmemory.importance import estimate_importance
 from nbmemory.redaction import Redactor
 from nbmemory.store.connection import CHECKPOINT_THRESHOLD, Store

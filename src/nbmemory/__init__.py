@@ -11,16 +11,20 @@ from typing import Any
 from .config import Settings
 from .errors import (
     EmbedderError,
+    FactNotFound,
     InvalidInput,
+    MacroNotFound,
     MemoryNotFound,
     ModelUnavailable,
     NbMemoryError,
+    NotFound,
     RerankerError,
     SessionNotFound,
     StoreError,
     StoreLocked,
+    TaskNotFound,
 )
-from .events import Event
+from .event_rows import Event
 from .memory import Memory
 from .retrieval import Context, ContextItem
 from .version import __version__
@@ -30,16 +34,20 @@ __all__ = [
     "ContextItem",
     "EmbedderError",
     "Event",
+    "FactNotFound",
     "InvalidInput",
+    "MacroNotFound",
     "Memory",
     "MemoryNotFound",
     "ModelUnavailable",
     "NbMemoryError",
+    "NotFound",
     "RerankerError",
     "SessionNotFound",
     "Settings",
     "StoreError",
     "StoreLocked",
+    "TaskNotFound",
     "__version__",
     "load_ipython_extension",
     "unload_ipython_extension",

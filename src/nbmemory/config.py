@@ -71,7 +71,7 @@ class Settings:
     #: Raise a new event's role default to nbmemory.importance's estimate from its text.
     estimate_importance: bool = True
     consolidation_interval_hours: float = 6.0
-    #: Run consolidation in a background thread every interval (``start_consolidation``).
+    #: Run consolidation in a background thread every interval (``mem.consolidation.start``).
     background_consolidation: bool = True
     # the Astreus memory API: similarity search
     similarity_threshold: float = 0.7

@@ -1,17 +1,16 @@
 """What every feature of a :class:`~nbmemory.Memory` is handed: the shared core.
 
-Features (long-term memories, facts, sessions, export ...) are small classes
-that receive one :class:`Core` instead of inheriting from ``Memory``: the store
-and its writer, the retriever, the embedder and its worker, the settings, the
-default namespace and the clock.  ``Memory`` builds the core once and keeps it
-current (``configure`` replaces ``core.settings``).
+Features (memories, facts, sessions, export ...) are small classes that receive
+one :class:`Core` instead of inheriting from ``Memory``: the store and its
+writer, the retriever, the embedder and its worker, the settings, the default
+namespace and the clock.  ``Memory`` opens the store and builds the core once;
+the core keeps itself current (``configure`` replaces ``core.settings``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Settings
@@ -22,19 +21,74 @@ from .store import Store, Writer
 from .validation import check_name, utcnow
 
 
-@dataclass
 class Core:
-    store: Store
-    writer: Writer
-    retriever: Retriever
-    indexes: Indexes
-    working: WorkingMemory
-    embedder: Embedder
-    worker: EmbeddingWorker | None
-    settings: Settings
-    namespace: str
-    #: The current naive-UTC time (tests replace it to move time).
-    clock: Callable[[], dt.datetime] = field(default=utcnow)
+    """The parts every feature shares, built once per open store.
+
+    The writer's clock and the retriever's settings and namespace are read
+    through this object at each call, so ``configure`` (which replaces
+    ``settings``) and a test that replaces ``clock`` reach them at once.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        settings: Settings,
+        namespace: str,
+        actor: str,
+        token_counter: Callable[[str], int],
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings
+        self.namespace = namespace
+        #: The current naive-UTC time (tests replace it to move time).
+        self.clock: Callable[[], dt.datetime] = utcnow
+        self.writer = Writer(store, actor=actor, clock=lambda: self.clock())
+        cache = None
+        if settings.index_cache and store.backend == "file" and store.path != ":memory:":
+            cache = IndexCache(
+                store.path, min_rows=settings.index_cache_min_rows, read_only=store.read_only
+            )
+        self.indexes = Indexes(store, cache)
+        self.working = WorkingMemory(store, settings.working_memory_cap)
+        self.worker = None if store.read_only else self._start_worker()
+        self.retriever = Retriever(
+            store,
+            self.indexes,
+            self.working,
+            embedder,
+            lambda: self.settings,
+            namespace=self.ns,
+            touch=self.writer.touch_session,
+            dim=lambda: self.worker.dim if self.worker is not None else None,
+            token_counter=token_counter,
+            reranker=reranker,
+        )
+        store.listen(lambda change: self.queue(change.to_embed))
+
+    def _start_worker(self) -> EmbeddingWorker:
+        """The background embedder, writing each batch's vectors beside the caller's writes."""
+        store, writer, embedder = self.store, self.writer, self.embedder
+
+        def write_vectors(ids: list[str], texts: list[str], vectors: Any) -> None:
+            writer.write_beside(
+                lambda tx: tx.vectors.write_vectors(ids, vectors, embedder.name, texts)
+            )
+
+        def write_errors(errors: dict[str, str]) -> None:
+            with writer.transaction() as tx:
+                tx.vectors.write_errors(errors)
+
+        return EmbeddingWorker(
+            embedder,
+            write_vectors,
+            write_errors,
+            batch_size=self.settings.embed_batch_size,
+            dim=store.vectors.vector_dim(embedder.name),
+            linger=store.embed_linger,
+        )
 
     @property
     def model(self) -> str:
@@ -58,64 +112,3 @@ class Core:
         """
         if self.worker is not None and not self.worker.stopped and items:
             self.worker.submit(items)
-
-
-def build_core(
-    store: Store,
-    embedder: Embedder,
-    settings: Settings,
-    namespace: str,
-    actor: str,
-    token_counter: Callable[[str], int],
-    reranker: Reranker | None = None,
-) -> Core:
-    """The shared core: writer, caches following the store, worker, retriever."""
-    holder: list[Core] = []
-
-    def current() -> Core:
-        return holder[0]
-
-    writer = Writer(store, actor=actor, clock=lambda: current().clock())
-    cache = None
-    if settings.index_cache and store.backend == "file" and store.path != ":memory:":
-        cache = IndexCache(
-            store.path, min_rows=settings.index_cache_min_rows, read_only=store.read_only
-        )
-    indexes = Indexes(store, cache)
-    working = WorkingMemory(store, settings.working_memory_cap)
-    worker = None
-    if not store.read_only:
-
-        def write_vectors(ids: list[str], texts: list[str], vectors: Any) -> None:
-            writer.write_beside(
-                lambda tx: tx.vectors.write_vectors(ids, vectors, embedder.name, texts)
-            )
-
-        def write_errors(errors: dict[str, str]) -> None:
-            with writer.transaction() as tx:
-                tx.vectors.write_errors(errors)
-
-        worker = EmbeddingWorker(
-            embedder,
-            write_vectors,
-            write_errors,
-            batch_size=settings.embed_batch_size,
-            dim=store.vectors.vector_dim(embedder.name),
-            linger=store.embed_linger,
-        )
-    retriever = Retriever(
-        store,
-        indexes,
-        working,
-        embedder,
-        lambda: current().settings,
-        namespace=lambda ns: current().ns(ns),
-        touch=writer.touch_session,
-        dim=lambda: worker.dim if worker is not None else None,
-        token_counter=token_counter,
-        reranker=reranker,
-    )
-    core = Core(store, writer, retriever, indexes, working, embedder, worker, settings, namespace)
-    holder.append(core)
-    store.listen(lambda change: core.queue(change.to_embed))
-    return core

@@ -6,6 +6,8 @@ the CLI turns it into a non-zero exit with the message.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class NbMemoryError(Exception):
     """Base class of every error nbmemory raises on purpose."""
@@ -15,16 +17,59 @@ class InvalidInput(NbMemoryError, ValueError):
     """An argument was refused before anything was stored."""
 
 
-class MemoryNotFound(NbMemoryError, KeyError):
-    """No memory (event) with that id in this namespace."""
+class NotFound(NbMemoryError, KeyError):
+    """No item of a kind (memory, session, fact, task, macro) with that id.
 
-    def __init__(self, memory_id: str, namespace: str | None = None) -> None:
-        where = f" in namespace {namespace!r}" if namespace else ""
-        super().__init__(f"no memory with id {memory_id!r}{where}")
-        self.memory_id = memory_id
+    The base of every missing-id error, so ``except nbmemory.NotFound`` (or
+    ``except KeyError``) catches a missing memory, session, fact, task or macro
+    alike.  ``kind`` names the kind, ``id`` the id asked for (a fact's is
+    ``(category, key)``), ``namespace`` where it was looked for; the message says
+    all three and where to look for what exists.  Nothing was changed.
+
+    >>> exc = FactNotFound(("user", "language"), "default")
+    >>> isinstance(exc, KeyError), exc.kind
+    (True, 'fact')
+    >>> str(exc)
+    "no fact 'user'/'language' in namespace 'default'; see mem.facts.list() for what exists"
+    """
+
+    #: What is missing, in one word (the subclasses set it).
+    kind = "item"
+    #: Where to look for what exists (the subclasses set it).
+    hint = ""
+
+    def __init__(self, id: Any, namespace: str | None = None) -> None:
+        self.id = id
+        self.namespace = namespace
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = f" in namespace {self.namespace!r}" if self.namespace else ""
+        hint = f"; {self.hint}" if self.hint else ""
+        return f"no {self.kind} with id {self.id!r}{where}{hint}"
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled with what it was made from
+        return (_rebuild, (type(self), dict(self.__dict__), self.args))
+
+
+def _rebuild(cls: type[NotFound], state: dict[str, Any], args: tuple[Any, ...]) -> NotFound:
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+class MemoryNotFound(NotFound):
+    """No memory (event) with that id in this namespace."""
+
+    kind = "memory"
+
+    def __init__(self, memory_id: str, namespace: str | None = None) -> None:
+        self.memory_id = memory_id
+        super().__init__(memory_id, namespace)
 
 
 class StoreError(NbMemoryError):
@@ -137,20 +182,53 @@ class StoreLocked(StoreError):
         )
 
 
-class SessionNotFound(NbMemoryError, KeyError):
+class SessionNotFound(NotFound):
     """No usable session with that id in the namespace (never created, deleted or expired)."""
 
-    def __init__(self, session_id: str, namespace: str, why: str = "not found") -> None:
-        super().__init__(
-            f"session {session_id!r} {why} in namespace {namespace!r}; "
-            "list sessions with mem.sessions() (or `nbmemory state list`) "
-            "or start a new one with mem.start_session()"
-        )
-        self.session_id = session_id
-        self.namespace = namespace
+    kind = "session"
+    hint = (
+        "list sessions with mem.sessions.list() (or `nbmemory state list`) "
+        "or start a new one with mem.sessions.start()"
+    )
 
-    def __str__(self) -> str:
-        return str(self.args[0])
+    def __init__(self, session_id: str, namespace: str, why: str = "not found") -> None:
+        self.session_id = session_id
+        self.why = why
+        super().__init__(session_id, namespace)
+
+    def _message(self) -> str:
+        return f"session {self.id!r} {self.why} in namespace {self.namespace!r}; {self.hint}"
+
+
+class FactNotFound(NotFound, InvalidInput):
+    """No fact under that ``(category, key)`` in the namespace.
+
+    Also an :class:`InvalidInput`, what a missing fact raised before
+    ``NotFound`` existed, so older ``except InvalidInput`` code still catches it.
+    """
+
+    kind = "fact"
+    hint = "see mem.facts.list() for what exists"
+
+    def _message(self) -> str:
+        category, key = self.id
+        return f"no fact {category!r}/{key!r} in namespace {self.namespace!r}; {self.hint}"
+
+
+class TaskNotFound(NotFound, InvalidInput):
+    """No scheduled task with that id in the namespace (also an :class:`InvalidInput`,
+    as before ``NotFound`` existed)."""
+
+    kind = "scheduled task"
+    hint = "see mem.tasks.list()"
+
+
+class MacroNotFound(NotFound, InvalidInput):
+    """No macro with that id in the namespace (also an :class:`InvalidInput`, as before
+    ``NotFound`` existed)."""
+
+    kind = "macro"
+    hint = "see mem.macros.list()"
 
 
 class EmbedderError(NbMemoryError):

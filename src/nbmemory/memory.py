@@ -13,85 +13,52 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
-import functools
-import random
-import time
 import weakref
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
+from .automation.allowed_prefixes import Prefixes
+from .automation.scheduler import Scheduler
+from .automation.tool_macros import Macros
 from .config import DEFAULT_MODEL, DEFAULT_NAMESPACE, Settings, default_store_path
-from .core import build_core
-from .errors import InvalidInput, WriteConflict
-from .longterm.consolidation import Consolidation, Consolidator
-from .longterm.facts import Facts
-from .longterm.macros import Macros
-from .longterm.memories import Memories
-from .longterm.prefixes import Prefixes
-from .longterm.scheduler import Scheduler
-from .redaction import Redactor
-from .retrieval import (
-    Embedder,
-    EmbeddingWorker,
-    Indexes,
-    Retriever,
-    WorkingMemory,
-    estimate_tokens,
-    resolve_embedder,
+from .core import Core
+from .errors import InvalidInput
+from .facade.aliases import AstreusNames, OlderNames
+from .facade.calls import Gate, delegate
+from .facade.groups import (
+    AgentsMdGroup,
+    AuditGroup,
+    ConsolidationGroup,
+    EmbeddingsGroup,
+    FactsGroup,
+    MacrosGroup,
+    MemoriesGroup,
+    PrefixesGroup,
+    SessionsGroup,
+    TasksGroup,
+    TransferGroup,
 )
+from .facade.research_group import ResearchGroup
+from .knowledge.agents_md import AgentsMd
+from .knowledge.consolidation import Consolidation
+from .knowledge.fact_book import Facts
+from .log.embeddings import Embeddings
+from .log.event_log import EventLog
+from .log.memories import Memories
+from .redaction import Redactor
+from .retrieval import Embedder, Retriever, estimate_tokens, resolve_embedder
 from .retrieval.rerank import Reranker, as_reranker
-from .state.agents_md import AgentsMd
-from .state.audit import Audit
-from .state.embeddings import Embeddings
-from .state.events import EventLog
-from .state.sessions import Sessions
-from .state.sqlite_import import SqliteImport
-from .state.transfer import Transfer
-from .store import Store, Writer, open_store
+from .sessions.audit_trail import Audit
+from .sessions.lifecycle import Sessions
+from .store import Store, open_store
+from .transfer.json_files import Transfer
+from .transfer.sqlite_import import SqliteImport
 from .validation import check_name, check_unit_interval
 
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
-#: Times a call that met another lake writer's commit is run in all.
-CONFLICT_RETRIES = 30
-#: The longest wait (s) between two tries of a conflicting call (jittered, doubling).
-CONFLICT_BACKOFF_MAX = 0.5
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
-def _delegate(
-    component: str, method: Callable[Concatenate[Any, P], R], *, one_turn: bool = True
-) -> Callable[Concatenate[Memory, P], R]:
-    """A ``Memory`` method that checks the store is open and calls the feature's method.
-
-    In shared mode the whole call is one turn on the file (its statements queue
-    once), except for calls that wait on other threads or run the caller's code
-    (``one_turn=False``): holding the file then would block those threads.
-    """
-    name = method.__name__
-
-    @functools.wraps(method)
-    def delegator(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        self._check_open()
-        for attempt in range(CONFLICT_RETRIES):
-            committed = self.store.begin_call()
-            try:
-                with self.store.turn() if one_turn else contextlib.nullcontext():
-                    result: R = getattr(getattr(self, component), name)(*args, **kwargs)
-                return result
-            except WriteConflict:
-                # a lake writer met another at once: run the call again, if nothing of it stuck
-                if attempt == CONFLICT_RETRIES - 1 or self.store.begin_call() != committed:
-                    raise
-                wait = min(CONFLICT_BACKOFF_MAX, 0.01 * 2**attempt)
-                time.sleep(random.uniform(0, wait))  # back off, not synchronise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    return delegator
-
-
-class Memory:
+class Memory(AstreusNames, OlderNames):
     """An agent's memory in one DuckDB file.
 
     >>> mem = Memory(":memory:", embedder="hash")
@@ -100,6 +67,9 @@ class Memory:
     True
     >>> mem.search("What language do I love?", limit=1)["content"].iloc[0]
     'My name is John and I love TypeScript'
+    >>> _ = mem.facts.set("user", "language", "TypeScript")
+    >>> mem.facts.get("user", "language")["value"]
+    'TypeScript'
 
     ``path`` defaults to ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``.  ``embedder``
     is ``None`` (all-MiniLM-L6-v2 through fastembed, or ``Settings.embedding_model``),
@@ -120,20 +90,56 @@ class Memory:
     or an object with fastembed's ``TextCrossEncoder`` interface (``.rerank``);
     None (the default) keeps the first-stage order.
 
+    The event log's verbs are methods of the Memory itself (``add_event(s)``,
+    ``get``, ``update``, ``delete``, ``events``, ``recent``, ``search``,
+    ``get_context``, ``flush``, ``status``, ``purge``); the rest is grouped:
+    ``mem.facts``, ``mem.tasks``, ``mem.macros``, ``mem.prefixes``,
+    ``mem.sessions``, ``mem.audit``, ``mem.agents_md``, ``mem.memories`` (the
+    Astreus API), ``mem.consolidation``, ``mem.embeddings``, ``mem.transfer``
+    and ``mem.research``.  The older flat names (``set_fact``, ``audit_log`` ...)
+    and the Astreus API's (``add_memory`` ...) still work: see
+    :mod:`nbmemory.facade.aliases`.
+
     Which search is for what:
 
-    =================================  ==============================================
-    ``search(query)``                  the best memories for a question: hybrid
-                                       (cosine + keywords + neighbours) by default
-    ``get_context(session, query)``    what an agent's next prompt should hold:
-                                       recency + salience + relevance, deduplicated
-    ``search_memories(text)``          Astreus API: memories only (not messages),
-                                       cosine ranked and paged, or substring match
-    ``search_memories_by_similarity``  Astreus API: memories over a similarity
-                                       threshold (0.7), cosine or distance score
-    ``relevant_facts(query)``          facts (category, key, value) by similarity
-    =================================  ==============================================
+    =====================================  ==========================================
+    ``search(query)``                      the best memories for a question: hybrid
+                                           (cosine + keywords + neighbours) by
+                                           default, ``mode="vector"`` or
+                                           ``"keyword"``; every kind of event
+    ``get_context(session, query)``        what an agent's next prompt should hold:
+                                           recency + salience + relevance
+    ``memories.search(text)``              Astreus API: memories only (not
+                                           messages), exact cosine, paged, or a
+                                           substring match
+    ``memories.search_by_similarity(q)``   Astreus API: memories over a similarity
+                                           threshold (0.7), cosine or distance
+    ``facts.relevant(query)``              facts (category, key, value) by similarity
+    =====================================  ==========================================
     """
+
+    #: Facts: ``(category, key) -> value`` with history (:class:`~.facade.groups.FactsGroup`).
+    facts: FactsGroup
+    #: Scheduled tasks (:class:`~.facade.groups.TasksGroup`).
+    tasks: TasksGroup
+    #: Learnt and hand-written tool macros (:class:`~.facade.groups.MacrosGroup`).
+    macros: MacrosGroup
+    #: Allowed command prefixes (:class:`~.facade.groups.PrefixesGroup`).
+    prefixes: PrefixesGroup
+    #: Sessions, and forgetting a user (:class:`~.facade.groups.SessionsGroup`).
+    sessions: SessionsGroup
+    #: The audit trail (:class:`~.facade.groups.AuditGroup`).
+    audit: AuditGroup
+    #: AGENTS.md sync and watch (:class:`~.facade.groups.AgentsMdGroup`).
+    agents_md: AgentsMdGroup
+    #: The Astreus memory API (:class:`~.facade.groups.MemoriesGroup`).
+    memories: MemoriesGroup
+    #: Consolidation now or in the background (:class:`~.facade.groups.ConsolidationGroup`).
+    consolidation: ConsolidationGroup
+    #: The events' vectors (:class:`~.facade.groups.EmbeddingsGroup`).
+    embeddings: EmbeddingsGroup
+    #: JSON export/import and the SQLite import (:class:`~.facade.groups.TransferGroup`).
+    transfer: TransferGroup
 
     def __init__(
         self,
@@ -156,49 +162,44 @@ class Memory:
         rerank = as_reranker(reranker)
         namespace = check_name(namespace, "namespace")
         model = _embedder(embedder, settings)
-        self.path = str(path) if path is not None else default_store_path()
-        self._closed = False
+        self._path = str(path) if path is not None else default_store_path()
         self._redactor_cache: tuple[Any, Redactor | None] | None = None
         store = open_store(
-            self.path,
+            self._path,
             read_only=read_only,
             shared=shared,
             adopt=adopt,
             data_path=data_path,
             snapshot=snapshot,
         )
+        self._gate = Gate(store)
         try:
             store.redactor = self._redact
             store.redaction_suspects = self._redaction_suspects
-            self._core = core = build_core(
+            self._core = core = Core(
                 store, model, settings, namespace, actor, token_counter, reranker=rerank
             )
-            # the parts, for those who need them (tests, research, the notebook)
-            self.store: Store = core.store
-            self.writer: Writer = core.writer
-            self.retriever: Retriever = core.retriever
-            self.indexes: Indexes = core.indexes
-            self.working: WorkingMemory = core.working
-            self.worker: EmbeddingWorker | None = core.worker
-            self.embedder: Embedder = core.embedder
-            self.namespace: str = namespace
-            self._sessions = Sessions(core)
+            self._retriever: Retriever = core.retriever
             self._events = EventLog(core)
             self._embeddings = Embeddings(core)
-            self._audit = Audit(core)
-            self._agents_md = AgentsMd(core)
-            self._transfer = Transfer(core)
-            self._sqlite = SqliteImport(core)
-            self._memories = Memories(core)
-            self._facts = Facts(core)
-            self._macros = Macros(core)
-            self._prefixes = Prefixes(core)
-            self._tasks = Scheduler(core)
             self._consolidation = Consolidation(core)
+            self._agents_md = AgentsMd(core)
+            gate = self._gate
+            self.facts = FactsGroup(gate, Facts(core))
+            self.tasks = TasksGroup(gate, Scheduler(core))
+            self.macros = MacrosGroup(gate, Macros(core))
+            self.prefixes = PrefixesGroup(gate, Prefixes(core))
+            self.sessions = SessionsGroup(gate, Sessions(core))
+            self.audit = AuditGroup(gate, Audit(core))
+            self.agents_md = AgentsMdGroup(gate, self._agents_md)
+            self.memories = MemoriesGroup(gate, Memories(core))
+            self.consolidation = ConsolidationGroup(gate, self._consolidation)
+            self.embeddings = EmbeddingsGroup(gate, self._embeddings)
+            self.transfer = TransferGroup(gate, Transfer(core), SqliteImport(core))
             if core.worker is not None:
                 core.worker.submit(store.vectors.pending())  # left without a vector by a crash
                 if settings.background_consolidation:  # first run after one interval
-                    self._consolidation.start_consolidation()
+                    self._consolidation.start()
         except BaseException:  # a store that cannot be used is let go at once
             self._abandon(store)
             raise
@@ -212,8 +213,30 @@ class Memory:
                 core.worker.stop()
             consolidation = getattr(self, "_consolidation", None)
             if consolidation is not None:
-                consolidation.stop_consolidation()
+                consolidation.stop()
         store.close()
+
+    # -- what it is ------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        """The store: a file path, ``":memory:"`` or a ``ducklake:`` address."""
+        return self._path
+
+    @property
+    def namespace(self) -> str:
+        """The namespace every call uses unless given ``namespace=``."""
+        return self._core.namespace
+
+    @property
+    def store(self) -> Store:
+        """The store: tables, transactions, plain SQL (``mem.store.execute``)."""
+        return self._core.store
+
+    @property
+    def core(self) -> Core:
+        """The parts the features share: store, writer, indexes, working memory,
+        embedder and its worker, retriever (for tests, benchmarks and research)."""
+        return self._core
 
     @property
     def model_name(self) -> str:
@@ -252,6 +275,12 @@ class Memory:
     def clock(self, value: Callable[[], dt.datetime]) -> None:
         self._core.clock = value
 
+    @property
+    def research(self) -> ResearchGroup:
+        """The research toolkit on this store: frames, similarities, LoCoMo, evaluation,
+        figures (:class:`~.facade.research_group.ResearchGroup`)."""
+        return ResearchGroup(self)
+
     # -- settings -----------------------------------------------------------------------
     @property
     def settings(self) -> Settings:
@@ -259,7 +288,7 @@ class Memory:
 
     def configure(self, **changes: Any) -> Settings:
         """Change settings of this open store (validated, audited); returns the new settings."""
-        self._check_open()
+        self._gate.check_open()
         return self._configure(changes, "configure", {"changes": changes})
 
     def apply_thresholds(
@@ -275,7 +304,7 @@ class Memory:
         Only the values given change; one audit row (action ``settings``) keeps the
         old and new values and where they came from.
         """
-        self._check_open()
+        self._gate.check_open()
         changes = {
             name: check_unit_interval(
                 value, name, low=-1.0 if name != "salience_threshold" else 0.0
@@ -332,11 +361,11 @@ class Memory:
     # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:
         """Stop the background threads (finishing the batch in hand) and close the file."""
-        if self._closed:
+        if self._gate.closed:
             return
-        self._closed = True
+        self._gate.closed = True
         self._agents_md.stop()  # watchers write through the store
-        self._consolidation.stop_consolidation()
+        self._consolidation.stop()
         if self._core.worker is not None:
             self._core.worker.stop()
         store, indexes = self._core.store, self._core.indexes
@@ -352,7 +381,7 @@ class Memory:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._gate.closed
 
     def __enter__(self) -> Memory:
         return self
@@ -361,99 +390,22 @@ class Memory:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self._gate.closed else "open"
         return f"<Memory {self.store.path!r} namespace={self.namespace!r} model={self.model_name!r} {state}>"
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise InvalidInput("this Memory is closed; open a new one with Memory(path)")
-
-    @property
-    def consolidator(self) -> Consolidator | None:
-        """The running background consolidation, if any."""
-        return self._consolidation.consolidator
-
-    @property
-    def backlog(self) -> int:
-        """Events queued for embedding in this process and not yet written."""
-        return self._embeddings.backlog
-
-    # -- events and search ----------------------------------------------------------------
-    add_event = _delegate("_events", EventLog.add_event)
-    add_events = _delegate("_events", EventLog.add_events)
-    get_event = _delegate("_events", EventLog.get_event)
-    events = _delegate("_events", EventLog.events)
-    recent = _delegate("_events", EventLog.recent)
-    delete = _delegate("_events", EventLog.delete)
-    purge = _delegate("_events", EventLog.purge)
-    status = _delegate("_events", EventLog.status)
-    search = _delegate("retriever", Retriever.search)
-    get_context = _delegate("retriever", Retriever.get_context)
-    embed_query = _delegate("retriever", Retriever.embed_query)
-    flush = _delegate("_embeddings", Embeddings.flush, one_turn=False)
-    retry_failed_embeddings = _delegate("_embeddings", Embeddings.retry_failed_embeddings)
-    reembed = _delegate("_embeddings", Embeddings.reembed)
-    memory_vectors = _delegate("_embeddings", Embeddings.memory_vectors)
-    embed_queries = _delegate("_embeddings", Embeddings.embed_queries)
-    # -- long-term memories, facts, macros, prefixes, tasks, consolidation --------------------
-    add_memory = _delegate("_memories", Memories.add_memory)
-    remember_conversation = _delegate("_memories", Memories.remember_conversation)
-    get_memory = _delegate("_memories", Memories.get_memory)
-    search_memories = _delegate("_memories", Memories.search_memories)
-    search_memories_by_similarity = _delegate("_memories", Memories.search_memories_by_similarity)
-    list_memories = _delegate("_memories", Memories.list_memories)
-    update_memory = _delegate("_memories", Memories.update_memory)
-    delete_memory = _delegate("_memories", Memories.delete_memory)
-    clear_memories = _delegate("_memories", Memories.clear_memories)
-    generate_embedding_for_memory = _delegate("_memories", Memories.generate_embedding_for_memory)
-    set_fact = _delegate("_facts", Facts.set_fact)
-    get_fact = _delegate("_facts", Facts.get_fact)
-    facts = _delegate("_facts", Facts.facts)
-    fact_history = _delegate("_facts", Facts.fact_history)
-    delete_fact = _delegate("_facts", Facts.delete_fact)
-    relevant_facts = _delegate("_facts", Facts.relevant_facts)
-    learn_macros = _delegate("_macros", Macros.learn_macros)
-    macros = _delegate("_macros", Macros.macros)
-    add_macro = _delegate("_macros", Macros.add_macro)
-    suggest_next_tool = _delegate("_macros", Macros.suggest_next_tool)
-    record_macro_use = _delegate("_macros", Macros.record_macro_use)
-    delete_macro = _delegate("_macros", Macros.delete_macro)
-    add_allowed_prefix = _delegate("_prefixes", Prefixes.add_allowed_prefix)
-    allowed_prefixes = _delegate("_prefixes", Prefixes.allowed_prefixes)
-    remove_allowed_prefix = _delegate("_prefixes", Prefixes.remove_allowed_prefix)
-    is_command_allowed = _delegate("_prefixes", Prefixes.is_command_allowed)
-    schedule_task = _delegate("_tasks", Scheduler.schedule_task)
-    get_task = _delegate("_tasks", Scheduler.get_task)
-    scheduled_tasks = _delegate("_tasks", Scheduler.scheduled_tasks)
-    pause_task = _delegate("_tasks", Scheduler.pause_task)
-    resume_task = _delegate("_tasks", Scheduler.resume_task)
-    delete_task = _delegate("_tasks", Scheduler.delete_task)
-    due_tasks = _delegate("_tasks", Scheduler.due_tasks)
-    run_due = _delegate("_tasks", Scheduler.run_due, one_turn=False)
-    consolidate = _delegate("_consolidation", Consolidation.consolidate, one_turn=False)
-    start_consolidation = _delegate(
-        "_consolidation", Consolidation.start_consolidation, one_turn=False
-    )
-    stop_consolidation = _delegate(
-        "_consolidation", Consolidation.stop_consolidation, one_turn=False
-    )
-    # -- sessions, audit, AGENTS.md, export and import -----------------------------------------
-    start_session = _delegate("_sessions", Sessions.start_session)
-    continue_session = _delegate("_sessions", Sessions.continue_session)
-    get_session = _delegate("_sessions", Sessions.get_session)
-    save_session_state = _delegate("_sessions", Sessions.save_session_state)
-    close_session = _delegate("_sessions", Sessions.close_session)
-    delete_session = _delegate("_sessions", Sessions.delete_session)
-    forget_user = _delegate("_sessions", Sessions.forget_user)
-    sessions = _delegate("_sessions", Sessions.sessions)
-    cleanup_sessions = _delegate("_sessions", Sessions.cleanup_sessions)
-    audit_log = _delegate("_audit", Audit.audit_log)
-    cleanup_audit = _delegate("_audit", Audit.cleanup_audit)
-    sync_agents_md = _delegate("_agents_md", AgentsMd.sync_agents_md)
-    watch_agents_md = _delegate("_agents_md", AgentsMd.watch_agents_md, one_turn=False)
-    export_json = _delegate("_transfer", Transfer.export_json)
-    import_json = _delegate("_transfer", Transfer.import_json)
-    import_sqlite = _delegate("_sqlite", SqliteImport.import_sqlite)
+    # -- the event log, search and context ------------------------------------------------
+    add_event = delegate("_events", EventLog.add_event)
+    add_events = delegate("_events", EventLog.add_events)
+    get = delegate("_events", EventLog.get)
+    update = delegate("_events", EventLog.update)
+    delete = delegate("_events", EventLog.delete)
+    events = delegate("_events", EventLog.events)
+    recent = delegate("_events", EventLog.recent)
+    search = delegate("_retriever", Retriever.search)
+    get_context = delegate("_retriever", Retriever.get_context)
+    flush = delegate("_embeddings", Embeddings.flush, one_turn=False)
+    status = delegate("_events", EventLog.status)
+    purge = delegate("_events", EventLog.purge)
 
 
 def _embedder(spec: Any, settings: Settings) -> Embedder:

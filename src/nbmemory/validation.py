@@ -71,6 +71,13 @@ def check_limit(value: Any, name: str, *, allow_zero: bool = True) -> int:
     return value
 
 
+def check_flag(value: Any, name: str) -> bool:
+    """An option that must be a real bool: a truthy ``"no"`` erases nothing by mistake."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def check_path(value: Any, name: str = "path") -> str:
     """A file path given as text or ``os.PathLike``: not blank, no NUL byte."""
     if isinstance(value, os.PathLike):

@@ -136,7 +136,7 @@ def cmd_import_sqlite(args: argparse.Namespace) -> int:
                 "pass the agent's .db file"
             )
     with _memory(args, None) as mem:
-        report = mem.import_sqlite(args.path, namespace=args.namespace)
+        report = mem.transfer.import_sqlite(args.path, namespace=args.namespace)
         mem.flush()
         print(report.summary())
         print(f"store: {mem.store.path}")

@@ -33,8 +33,8 @@ from ..config import ENV_MODEL_PATH
 from ..errors import EmbedderError, InvalidInput, ModelUnavailable, NbMemoryError
 from ..memory import Memory
 from ..retrieval.embedders import Embedder, model_unavailable
-from ..state.sessions import LIST_COLUMNS as SESSION_LIST
-from ..state.transfer import read_export
+from ..sessions.lifecycle import LIST_COLUMNS as SESSION_LIST
+from ..transfer.json_files import read_export
 from .options import in_cli_words, store_options
 from .stores import opened, store_path
 
@@ -73,13 +73,13 @@ def _wait_for_embeddings(mem: Memory, label: str = "embedding") -> None:
     """Block until the background embedder is done, with a progress bar on a terminal."""
     from tqdm import tqdm
 
-    total = mem.backlog
+    total = mem.embeddings.backlog
     if not total:
         return
     with tqdm(total=total, desc=label, unit="text", disable=None, file=sys.stderr) as bar:
         try:
             while not mem.flush(timeout=0.5):
-                bar.update(total - mem.backlog - bar.n)
+                bar.update(total - mem.embeddings.backlog - bar.n)
         except ModelUnavailable:
             return  # the rows are stored and stay pending: _report_pending says so
         bar.update(total - bar.n)
@@ -88,7 +88,7 @@ def _wait_for_embeddings(mem: Memory, label: str = "embedding") -> None:
 def _report_pending(mem: Memory) -> None:
     """Say on stderr that rows wait for a model that cannot load (the command still
     succeeded: they are stored, and are embedded at the next open with a model)."""
-    unavailable = mem.worker.unavailable if mem.worker is not None else None
+    unavailable = mem.core.worker.unavailable if mem.core.worker is not None else None
     if unavailable is None:
         return
     pending = mem.status()["pending"]
@@ -115,7 +115,7 @@ LIST_COLUMNS = [c for c in SESSION_LIST if c not in ("created_at", "closed_at", 
 def cmd_state_list(args: argparse.Namespace) -> int:
     """List sessions (all namespaces unless --namespace)."""
     with _open(args, read_only=True) as mem:
-        frame = mem.sessions(
+        frame = mem.sessions.list(
             args.namespace,
             user_id=args.user,
             all_namespaces=args.namespace is None,
@@ -132,10 +132,10 @@ def cmd_state_list(args: argparse.Namespace) -> int:
 def cmd_state_cleanup(args: argparse.Namespace) -> int:
     """Delete sessions idle past the TTL and audit rows past the retention."""
     with _open(args) as mem:
-        frame = mem.cleanup_sessions(
+        frame = mem.sessions.cleanup(
             namespace=args.namespace, all_namespaces=args.namespace is None, dry_run=args.dry_run
         )
-        audit_rows = mem.cleanup_audit(dry_run=args.dry_run)
+        audit_rows = mem.audit.cleanup(dry_run=args.dry_run)
         ttl = mem.settings.session_ttl_hours
         days = mem.settings.audit_retention_days
     verb = "would delete" if args.dry_run else "deleted"
@@ -148,7 +148,7 @@ def cmd_state_cleanup(args: argparse.Namespace) -> int:
 def cmd_state_delete(args: argparse.Namespace) -> int:
     """Delete one session (and, with --with-events, its memories)."""
     with _open(args) as mem:
-        result = mem.delete_session(
+        result = mem.sessions.delete(
             args.session_id,
             namespace=_session_namespace(mem, args),
             events=args.with_events,
@@ -171,7 +171,7 @@ def cmd_state_forget(args: argparse.Namespace) -> int:
     """Forget a user: sessions, their events, the ids in the audit trail (all namespaces
     unless --namespace)."""
     with _open(args) as mem:
-        result = mem.forget_user(
+        result = mem.sessions.forget_user(
             args.user, namespace=args.namespace, all_namespaces=args.namespace is None
         )
     print(
@@ -186,7 +186,7 @@ def cmd_state_forget(args: argparse.Namespace) -> int:
 def cmd_state_export(args: argparse.Namespace) -> int:
     """Export a session or a namespace to a JSON file."""
     with _open(args, read_only=True) as mem:
-        summary = mem.export_json(
+        summary = mem.transfer.export_json(
             args.output,
             session_id=args.session_id,
             namespace=_session_namespace(mem, args),
@@ -208,7 +208,7 @@ def cmd_state_import(args: argparse.Namespace) -> int:
     if not Path(store_path(args)).expanduser().exists():
         read_export(args.input)  # a file that is no export makes no new store
     with _open(args, create=True) as mem:
-        summary = mem.import_json(args.input, namespace=args.namespace, progress=True)
+        summary = mem.transfer.import_json(args.input, namespace=args.namespace, progress=True)
         _wait_for_embeddings(mem)
         _report_pending(mem)
     where = f" into {', '.join(summary['namespaces'])}" if summary["namespaces"] else ""
@@ -225,7 +225,7 @@ def cmd_state_import(args: argparse.Namespace) -> int:
 def cmd_memory_sync(args: argparse.Namespace) -> int:
     """Sync an AGENTS.md file into the store (changed sections only)."""
     with _open(args) as mem:
-        result = mem.sync_agents_md(args.file, namespace=args.namespace)
+        result = mem.agents_md.sync(args.file, namespace=args.namespace)
         _wait_for_embeddings(mem)
         _report_pending(mem)
     print(str(result))
@@ -286,12 +286,12 @@ def cmd_memory_reembed(args: argparse.Namespace) -> int:
             "--failed re-queues the failed rows of every namespace; drop --namespace"
         )
     with _open(args) as mem:
-        check_model(mem.embedder)  # a model that cannot load changes nothing
+        check_model(mem.core.embedder)  # a model that cannot load changes nothing
         if args.failed:
-            queued = mem.retry_failed_embeddings()
+            queued = mem.embeddings.retry_failed()
             what = "whose embedding had failed"
         else:
-            queued = mem.reembed(namespace=args.namespace)
+            queued = mem.embeddings.reembed(namespace=args.namespace)
             what = f"not embedded by {mem.model_name}"
         try:
             _wait_for_embeddings(mem, "re-embedding")
@@ -337,7 +337,7 @@ def cmd_health(args: argparse.Namespace) -> int:
                 )
             )
             try:
-                vectors = mem.embedder.embed(["nbmemory health check"])
+                vectors = mem.core.embedder.embed(["nbmemory health check"])
                 lines.append(("model", "ok", f"{mem.model_name} ({vectors.shape[1]}-d)"))
             except Exception as exc:  # a diagnosis: whatever the model raises is reported
                 healthy = False

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..events import Event
+from ..event_rows import Event
 
 
 class RememberedEvent(Event):

@@ -284,7 +284,7 @@ class MemoryMagics(Magics):
     def _wait_for_embeddings(self, mem: Memory) -> None:
         if not mem.flush(self.embed_timeout):
             print(
-                f"{mem.backlog} memories are still being embedded after {self.embed_timeout:g} s;"
+                f"{mem.embeddings.backlog} memories are still being embedded after {self.embed_timeout:g} s;"
                 " results may miss them (%memory flush waits for them)"
             )
 
@@ -424,14 +424,14 @@ class MemoryMagics(Magics):
     def _memory_status(self, args: argparse.Namespace) -> MemoryStatus:
         """The store's counts and the model's state; never waits for (or loads) the model."""
         mem = self.memory
-        unavailable = mem.worker.unavailable if mem.worker is not None else None
-        return MemoryStatus(mem.status(), model_state=model_state(mem.embedder, unavailable))
+        unavailable = mem.core.worker.unavailable if mem.core.worker is not None else None
+        return MemoryStatus(mem.status(), model_state=model_state(mem.core.embedder, unavailable))
 
     def _memory_sessions(self, args: argparse.Namespace) -> pd.DataFrame:
-        return self.memory.sessions(namespace=args.namespace, all_namespaces=args.all)
+        return self.memory.sessions.list(namespace=args.namespace, all_namespaces=args.all)
 
     def _memory_facts(self, args: argparse.Namespace) -> pd.DataFrame:
-        return self.memory.facts(category=args.category)
+        return self.memory.facts.list(category=args.category)
 
     def _memory_forget(self, args: argparse.Namespace) -> pd.DataFrame:
         mem = self.memory
@@ -456,7 +456,7 @@ class MemoryMagics(Magics):
                 "or --all for every memory of the namespace"
             )
         if args.ids:
-            found = [mem.get_event(i) for i in args.ids]  # MemoryNotFound: nothing deleted
+            found = [mem.get(i) for i in args.ids]  # MemoryNotFound: nothing deleted
             frame = pd.DataFrame([e.to_dict() for e in found])
         else:
             frame = mem.events(**filters)
@@ -472,15 +472,19 @@ class MemoryMagics(Magics):
         return frame
 
     def _memory_export(self, args: argparse.Namespace) -> Any:
-        return self.memory.export_json(args.path, session_id=args.session, namespace=args.namespace)
+        return self.memory.transfer.export_json(
+            args.path, session_id=args.session, namespace=args.namespace
+        )
 
     def _memory_import(self, args: argparse.Namespace) -> Any:
-        return self.memory.import_json(args.path, namespace=args.namespace)
+        return self.memory.transfer.import_json(args.path, namespace=args.namespace)
 
     def _memory_flush(self, args: argparse.Namespace) -> MemoryStatus:
         mem = self.memory
         if not mem.flush(args.timeout):
-            print(f"timed out after {args.timeout:g} s; {mem.backlog} memories still queued")
+            print(
+                f"timed out after {args.timeout:g} s; {mem.embeddings.backlog} memories still queued"
+            )
         return MemoryStatus(mem.status())
 
     def _memory_close(self, args: argparse.Namespace) -> None:

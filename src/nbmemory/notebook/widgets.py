@@ -15,11 +15,10 @@ import plotly.graph_objects as go
 
 from ..config import Settings
 from ..errors import InvalidInput
-from ..events import turn_text
+from ..event_rows import turn_text
 from ..research.datasets import LoadedConversation
 from ..research.figures import importance_histogram, similarity_histogram
-from ..research.frames import memories_frame
-from ..research.thresholds import similarity_frame, threshold_sweep
+from ..research.thresholds import threshold_sweep
 from ..validation import check_name
 
 if TYPE_CHECKING:
@@ -119,11 +118,11 @@ class ThresholdTuner:
             memory.namespace if namespace is None else check_name(namespace, "namespace")
         )
         self.queries = texts
-        self.similarities = similarity_frame(
-            memory, texts, namespace=self.namespace, relevant=labels
+        self.similarities = memory.research.similarities(
+            texts, namespace=self.namespace, relevant=labels
         )
         self.labelled = labels is not None
-        self.memories = memories_frame(memory, namespace=self.namespace)
+        self.memories = memory.research.memories(namespace=self.namespace)
         self._build_controls(memory.settings, texts)
         self._build_figures()
 
@@ -373,7 +372,7 @@ class MemoryExplorer:
 
     def refresh(self) -> None:
         """Re-read the memories from the store and keep the current filters."""
-        self._all = memories_frame(self.memory, namespace=self.namespace)
+        self._all = self.memory.research.memories(namespace=self.namespace)
         self._refreshing = True
         try:
             for control, column in self._choices():

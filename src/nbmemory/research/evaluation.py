@@ -67,9 +67,9 @@ def salience(memory: Memory, loaded: LoadedConversation, question: str, k: int) 
     profile's order (closest to the question first in ``hybrid``): what the
     salience strategy of :meth:`Memory.get_context` brings."""
     by_query = memory.settings.salience_order == "query"
-    records = memory.retriever.salient(
+    records = memory.core.retriever.salient(
         loaded.namespace,
-        memory.embed_query(question) if by_query else None,
+        memory.embeddings.embed_query(question) if by_query else None,
         threshold=memory.settings.salience_threshold,
         limit=k,
     )
@@ -88,8 +88,8 @@ def relevance_at_threshold(
     memory: Memory, loaded: LoadedConversation, question: str, k: int
 ) -> list[str]:
     """Cosine top-``k`` with similarity ``>`` the store's ``relevance_threshold`` (0.65)."""
-    hits = memory.retriever.vector_search(
-        memory.embed_query(question),
+    hits = memory.core.retriever.vector_search(
+        memory.embeddings.embed_query(question),
         loaded.namespace,
         limit=k,
         threshold=memory.settings.relevance_threshold,
@@ -355,10 +355,10 @@ class SettingsTrial:
         self.settings = settings
 
     def search(self, query: str, **kwargs: Any) -> pd.DataFrame:
-        return self._memory.retriever.search(query, settings=self.settings, **kwargs)
+        return self._memory.core.retriever.search(query, settings=self.settings, **kwargs)
 
     def get_context(self, session_id: str, query: str | None = None, **kwargs: Any) -> Any:
-        return self._memory.retriever.get_context(
+        return self._memory.core.retriever.get_context(
             session_id, query, settings=self.settings, **kwargs
         )
 

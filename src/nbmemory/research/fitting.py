@@ -66,7 +66,7 @@ def collect_samples(
     samples = []
     for conv in loaded:
         for q in conv.queries().itertuples(index=False):
-            found = memory.retriever.candidates(q.question, conv.namespace)
+            found = memory.core.retriever.candidates(q.question, conv.namespace)
             if found is None:
                 continue
             relevant = set(q.relevant_ids)

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInput
+from ..log.embeddings import VECTOR_FRAME_COLUMNS
 from ..retrieval.context import STRATEGIES as CONTEXT_STRATEGIES
-from ..state.embeddings import VECTOR_FRAME_COLUMNS
 from ..validation import check_name
 from .thresholds import SPEC_THRESHOLDS
 

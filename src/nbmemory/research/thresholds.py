@@ -65,8 +65,8 @@ def similarity_frame(
     texts = [queries] if isinstance(queries, str) else list(queries)
     if not texts:
         raise InvalidInput("give at least one query")
-    memories, matrix = memory.memory_vectors(namespace=namespace)
-    vectors = memory.embed_queries(texts)
+    memories, matrix = memory.embeddings.vectors(namespace=namespace)
+    vectors = memory.embeddings.embed_queries(texts)
     sims = vectors @ matrix.T if len(memories) else np.zeros((len(texts), 0), dtype=np.float32)
     n = len(memories)
     frame = pd.concat([memories] * len(texts), ignore_index=True)

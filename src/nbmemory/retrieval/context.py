@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..events import turn_text
+from ..event_rows import turn_text
 
 
 def estimate_tokens(text: str) -> int:

@@ -17,10 +17,10 @@ from typing import Any
 import pandas as pd
 
 from ..core import Core
-from ..errors import InvalidInput
-from ..events import new_id
+from ..errors import InvalidInput, TaskNotFound
+from ..event_rows import new_id
 from ..validation import check_name, check_text, shown, to_utc, utcnow
-from .schedules import next_run, parse_schedule
+from .cron import next_run, parse_schedule
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +28,12 @@ TASK_SOURCES = ("tool", "config")
 
 
 class Scheduler:
-    """Create, list, pause, resume, delete and fire scheduled tasks."""
+    """Create, list, pause, resume, delete and fire scheduled tasks (``mem.tasks``)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
 
-    def schedule_task(
+    def schedule(
         self,
         name: str,
         schedule: str,
@@ -89,28 +89,21 @@ class Scheduler:
                 ns,
                 {"name": name, "cron": parsed.cron_expr, "oneshot": parsed.is_oneshot},
             )
-        return self.get_task(task["id"], namespace=ns)
+        return self.get(task["id"], namespace=ns)
 
-    def get_task(self, task_id: str, *, namespace: str | None = None) -> dict[str, Any]:
-        """One scheduled task as a dict; :class:`InvalidInput` when there is none."""
+    def get(self, task_id: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """One scheduled task as a dict; :class:`~nbmemory.errors.TaskNotFound` when there is none."""
         ns = self.core.ns(namespace)
         task = self.core.store.tasks.get(check_name(task_id, "task_id"), ns)
         if task is None:
-            raise InvalidInput(
-                f"no scheduled task with id {task_id!r} in namespace {ns!r}; "
-                "see mem.scheduled_tasks()"
-            )
+            raise TaskNotFound(task_id, ns)
         return task
 
-    def scheduled_tasks(self, *, namespace: str | None = None) -> pd.DataFrame:
-        """Every task of the namespace, next to run first."""
-        return self.core.store.tasks.frame(self.core.ns(namespace))
-
-    def pause_task(self, task_id: str, *, namespace: str | None = None) -> dict[str, Any]:
-        """Stop a task from firing until :meth:`resume_task`."""
+    def pause(self, task_id: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """Stop a task from firing until :meth:`resume`."""
         return self._set_paused(task_id, True, None, namespace)
 
-    def resume_task(
+    def resume(
         self, task_id: str, *, now: Any = None, namespace: str | None = None
     ) -> dict[str, Any]:
         """Let a paused task fire again; a recurring one restarts from ``now`` (no burst
@@ -121,16 +114,16 @@ class Scheduler:
         self, task_id: str, paused: bool, now: dt.datetime | None, namespace: str | None
     ) -> dict[str, Any]:
         ns = self.core.ns(namespace)
-        task = self.get_task(task_id, namespace=ns)
+        task = self.get(task_id, namespace=ns)
         next_at = task["next_run_at"]
         if now is not None and task["is_paused"] and not task["is_oneshot"]:
             next_at = next_run(task["cron_expr"], now)
         with self.core.writer.transaction() as tx:
             tx.tasks.set_paused(task["id"], ns, paused, next_at, utcnow())
             tx.audit("pause_task" if paused else "resume_task", [task["id"]], ns)
-        return self.get_task(task["id"], namespace=ns)
+        return self.get(task["id"], namespace=ns)
 
-    def delete_task(self, task_id: str, *, namespace: str | None = None) -> bool:
+    def delete(self, task_id: str, *, namespace: str | None = None) -> bool:
         """Remove a task; True if it existed."""
         ns = self.core.ns(namespace)
         task_id = check_name(task_id, "task_id")
@@ -140,7 +133,7 @@ class Scheduler:
                 tx.audit("delete_task", [task_id], ns)
         return deleted
 
-    def due_tasks(self, now: Any = None, *, namespace: str | None = None) -> pd.DataFrame:
+    def due(self, now: Any = None, *, namespace: str | None = None) -> pd.DataFrame:
         """Unpaused tasks whose ``next_run_at`` is at or before ``now`` (default: the clock)."""
         return self.core.store.tasks.frame(self.core.ns(namespace), due_by=_now(now))
 
@@ -163,7 +156,7 @@ class Scheduler:
         ns = self.core.ns(namespace)
         now = _now(now)
         fired: list[dict[str, Any]] = []
-        for task in self.due_tasks(now, namespace=ns).to_dict(orient="records"):
+        for task in self.due(now, namespace=ns).to_dict(orient="records"):
             due_at = pd.Timestamp(task["next_run_at"]).to_pydatetime()
             following = None if task["is_oneshot"] else next_run(task["cron_expr"], now)
             with self.core.writer.transaction() as tx:
@@ -174,6 +167,10 @@ class Scheduler:
                 continue  # fired by another caller meanwhile
             fired.append(_fire(callback, {**task, "due_at": due_at, "fired_at": now}))
         return fired
+
+    def list(self, *, namespace: str | None = None) -> pd.DataFrame:
+        """Every task of the namespace, next to run first."""
+        return self.core.store.tasks.frame(self.core.ns(namespace))
 
 
 def _fire(callback: Callable[[dict[str, Any]], Any], task: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 An event is a message of a conversation or a memory.  :func:`build_row` is the
 only way a row for ``events`` is made: ``add_event``, ``add_events``,
-``add_memory``, imports, AGENTS.md sync and consolidation all call it, so the
+``mem.memories.add``, imports, AGENTS.md sync and consolidation all call it, so the
 same rules (known role, importance in 0..1, text that is valid Unicode and under
 the size limit, JSON metadata) hold whatever the door.  Without an explicit
 importance a new event gets its role's default, raised to the text's estimate

@@ -1,27 +1,22 @@
-"""The audit trail: who changed what, when, its retention, and forgetting who.
+"""Pseudonyms: forgotten ids replaced in the audit trail by a keyed hash.
 
-Every change made through a :class:`~nbmemory.Memory` appends one row to
-``audit_log`` in the same transaction (the writer does it): actor, action, the
-namespace, target ids and a JSON ``details`` object.  Details say *that*
-something happened (``{"redacted": 2}``), never the secret itself.  Nothing
-updates or deletes audit rows except :meth:`Audit.cleanup_audit`, which applies
-the retention period (``Settings.audit_retention_days``, 90 by default), and
-forgetting a user or a session (:func:`pseudonymise_trail`).
+Forgetting a user or a session (:meth:`~nbmemory.sessions.lifecycle.Sessions.forget_user`,
+``mem.sessions.delete(..., forget=True)``) keeps the audit rows (what happened, when,
+by which actor stays on record) and replaces every occurrence of the forgotten
+ids in them by a *pseudonym*: ``pseudonym:`` and 32 hex digits of HMAC-SHA256
+under a random key kept in the store (``nbmemory_meta``).  The same id always
+gives the same pseudonym in a store, so the rows of one forgotten user still
+link to each other; nobody can turn a pseudonym back into the id, and only
+someone holding the key can test a guess.  ``purge(rotate_pseudonym_key=True)``
+drops the key (a new one is made when next needed): from then on, not even a
+guess can be tested against the pseudonyms already written.
 
-Forgetting keeps the rows (what happened, when, by which actor stays on record)
-and replaces every occurrence of the forgotten ids in them by a *pseudonym*: a
-keyed hash, ``pseudonym:`` and 32 hex digits of HMAC-SHA256 under a random key
-kept in the store (``nbmemory_meta``).  The same id always gives the same
-pseudonym in a store, so the rows of one forgotten user still link to each
-other; nobody can turn a pseudonym back into the id, and only someone holding
-the key can test a guess.  ``purge(rotate_pseudonym_key=True)`` drops the key
-(a new one is made when next needed): from then on, not even a guess can be
-tested against the pseudonyms already written.
+Shared by the sessions (forgetting) and the event log (``purge``), so it sits
+below both.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import hmac
 import json
@@ -30,12 +25,7 @@ import secrets
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import pandas as pd
-
-from ..core import Core
-from ..errors import InvalidInput
-from ..store import Tx
-from ..validation import check_limit, check_name
+from .store import Tx
 
 #: How a pseudonym starts (an id that already is one is never hashed again).
 PSEUDONYM_PREFIX = "pseudonym:"
@@ -44,41 +34,6 @@ PSEUDONYM_KEY = "pseudonym_key"
 #: Hex digits of the HMAC kept in a pseudonym (128 bits).
 PSEUDONYM_DIGITS = 32
 _PSEUDONYM = re.compile(re.escape(PSEUDONYM_PREFIX) + f"[0-9a-f]{{{PSEUDONYM_DIGITS}}}")
-
-
-class Audit:
-    """``audit_log`` and ``cleanup_audit``."""
-
-    def __init__(self, core: Core) -> None:
-        self.core = core
-
-    def audit_log(
-        self, *, namespace: str | None = None, action: str | None = None, limit: int | None = None
-    ) -> pd.DataFrame:
-        """The audit trail as a DataFrame, newest first (all namespaces unless given)."""
-        return self.core.store.audit.frame(
-            namespace=None if namespace is None else check_name(namespace, "namespace"),
-            action=None if action is None else check_name(action, "action"),
-            limit=None if limit is None else check_limit(limit, "limit"),
-        )
-
-    def cleanup_audit(self, *, dry_run: bool = False) -> int:
-        """Apply the audit retention (``audit_retention_days``, 90); returns rows (to be) deleted."""
-        days = self.core.settings.audit_retention_days
-        cutoff = self.core.clock() - dt.timedelta(days=days)
-        if dry_run:
-            return self.core.store.audit.count_older(cutoff)
-        with self.core.writer.transaction() as tx:
-            removed = tx.store.audit.delete_older(cutoff)
-            tx.audit("cleanup", [], None, {"what": "audit_log", "rows": removed, "days": days})
-        return removed
-
-
-def check_flag(value: Any, name: str) -> bool:
-    """An erasure option, which must be a real bool: a truthy ``"no"`` erases nothing by mistake."""
-    if not isinstance(value, bool):
-        raise InvalidInput(f"{name} must be True or False, got {value!r}")
-    return value
 
 
 class Pseudonyms:

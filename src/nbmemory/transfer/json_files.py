@@ -65,7 +65,7 @@ import pandas as pd
 
 from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
-from ..events import build_row, plain
+from ..event_rows import build_row, plain
 from ..store.schema import EVENTS, SESSIONS
 from ..validation import (
     JsonLimits,
@@ -452,7 +452,7 @@ class Transfer:
     ) -> dict[str, Any]:
         """Write a session or a whole namespace (embeddings included) to a JSON file.
 
-        The format is documented in :mod:`nbmemory.state.transfer`; returns a summary dict.
+        The format is documented in :mod:`nbmemory.transfer.json_files`; returns a summary dict.
         """
         return export_json(
             self.core,

@@ -33,9 +33,17 @@ import pandas as pd
 from ..config import Settings
 from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
+from ..pseudonyms import Pseudonyms, pseudonymise_trail
 from ..store.sessions import ACTIVE, SESSION_COLUMNS
-from ..validation import MAX_NAME_BYTES, JsonLimits, check_name, check_text, dump_json, shown
-from .audit import Pseudonyms, check_flag, pseudonymise_trail
+from ..validation import (
+    MAX_NAME_BYTES,
+    JsonLimits,
+    check_flag,
+    check_name,
+    check_text,
+    dump_json,
+    shown,
+)
 
 _DEFAULT_LIMITS = Settings().payload_limits
 
@@ -124,7 +132,7 @@ class Sessions:
         record = self.core.store.sessions.get(namespace, session_id)
         return None if record is None else Session.from_record(record)
 
-    def start_session(
+    def start(
         self,
         user_id: str = "",
         *,
@@ -134,7 +142,7 @@ class Sessions:
     ) -> Session:
         """Create a session for ``user_id`` in the namespace, or continue ``session_id``.
 
-        With an existing ``session_id`` this is :meth:`continue_session` (a closed one
+        With an existing ``session_id`` this is :meth:`resume` (a closed one
         is reopened with its saved state).  A new session starts with ``state`` (default
         ``{"current_plan": [], "tool_history": []}``).  When the user already has
         ``max_concurrent_sessions`` (5) active sessions in the namespace, the least
@@ -153,7 +161,7 @@ class Sessions:
                         f"session {session_id!r} belongs to user {existing.user_id!r}, "
                         f"not {user_id!r}; start a new session instead"
                     )
-                return self.continue_session(session_id, namespace=ns, reopen=True)
+                return self.resume(session_id, namespace=ns, reopen=True)
         if state is not None and not isinstance(state, dict):
             raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
         initial = default_state() if state is None else dict(state)
@@ -181,7 +189,7 @@ class Sessions:
             tx.audit("session_start", [session.session_id], ns, {"user_id": user_id})
         return session
 
-    def continue_session(
+    def resume(
         self, session_id: str, *, namespace: str | None = None, reopen: bool = False
     ) -> Session:
         """Load a session and mark it used now; :class:`SessionNotFound` if gone or expired.
@@ -214,7 +222,7 @@ class Sessions:
         assert found is not None
         return found
 
-    def get_session(self, session_id: str, *, namespace: str | None = None) -> Session:
+    def get(self, session_id: str, *, namespace: str | None = None) -> Session:
         """A session as stored (any status), without touching it."""
         ns = self.core.ns(namespace)
         session = self._get(ns, check_name(session_id, "session_id"))
@@ -222,7 +230,7 @@ class Sessions:
             raise SessionNotFound(session_id, ns)
         return session
 
-    def save_session_state(
+    def save_state(
         self,
         session_id: str,
         state: dict[str, Any],
@@ -233,17 +241,17 @@ class Sessions:
         """Persist a session's state (merged into the saved one unless ``merge=False``)."""
         limits = self.core.settings.payload_limits
         dump_state(state, limits)  # a refused state changes nothing, not even last_activity
-        saved = self.get_session(session_id, namespace=namespace)
+        saved = self.get(session_id, namespace=namespace)
         text = dump_state({**saved.state, **state} if merge else dict(state), limits)
-        session = self.continue_session(session_id, namespace=namespace)
+        session = self.resume(session_id, namespace=namespace)
         with self.core.writer.transaction() as tx:
             tx.sessions.save_state(session.namespace, session.session_id, text, self.core.clock())
             tx.audit(
                 "session_state", [session.session_id], session.namespace, {"keys": sorted(state)}
             )
-        return self.get_session(session.session_id, namespace=session.namespace)
+        return self.get(session.session_id, namespace=session.namespace)
 
-    def close_session(
+    def close(
         self,
         session_id: str,
         *,
@@ -253,14 +261,14 @@ class Sessions:
         """Close a session, persisting its final state (``state`` merged in when given)."""
         if state is not None and not isinstance(state, dict):
             raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
-        session = self.get_session(session_id, namespace=namespace)
+        session = self.get(session_id, namespace=namespace)
         final = dump_state({**session.state, **(state or {})}, self.core.settings.payload_limits)
         with self.core.writer.transaction() as tx:
             tx.sessions.close(session.namespace, session.session_id, final, self.core.clock())
             tx.audit("session_close", [session.session_id], session.namespace)
-        return self.get_session(session.session_id, namespace=session.namespace)
+        return self.get(session.session_id, namespace=session.namespace)
 
-    def delete_session(
+    def delete(
         self,
         session_id: str,
         *,
@@ -274,7 +282,7 @@ class Sessions:
         long-term memory, the session row is only operational state.
         ``forget=True`` deletes the events too and replaces the session id by its
         pseudonym in every audit row of the namespace that names it (the rows stay:
-        see :mod:`nbmemory.state.audit`); it also works for a session whose row and
+        see :mod:`nbmemory.pseudonyms`); it also works for a session whose row and
         events are gone already.  ``purge()`` then erases the old bytes from the file.
         Returns ``{"sessions": rows deleted, "events": events deleted}``, and with
         ``forget`` ``"audit_rows"``: audit rows pseudonymised.
@@ -318,7 +326,7 @@ class Sessions:
         a session id now used by another user's session is left alone.  In the
         namespace (the Memory's by default) or, with ``all_namespaces=True``, in every
         one.  Audit rows stay, with what happened and when; only the ids change (see
-        :mod:`nbmemory.state.audit`).  Facts, macros and tasks belong to a namespace,
+        :mod:`nbmemory.pseudonyms`).  Facts, macros and tasks belong to a namespace,
         not a user, and stay.  ``purge()`` then erases the old bytes from the file.
 
         Returns ``{"user": the user's pseudonym, "sessions": n, "events": n,
@@ -360,7 +368,7 @@ class Sessions:
             "namespaces": sorted(counts),
         }
 
-    def sessions(
+    def list(
         self,
         namespace: str | None = None,
         *,
@@ -395,7 +403,7 @@ class Sessions:
         )
         return frame.reindex(columns=LIST_COLUMNS).reset_index(drop=True)
 
-    def cleanup_sessions(
+    def cleanup(
         self,
         *,
         namespace: str | None = None,

@@ -6,8 +6,8 @@ the tool events the store holds.  Within each session, the tool events
 ``A -> B`` has ``confidence`` = how often B followed A / how often anything
 followed A, and ``next_args`` = the arguments B was last called with (the event's
 ``metadata["args"]``, else its ``tool_calls_json``).  ``used_count`` counts the
-times an agent said it used the suggestion (:meth:`Macros.record_macro_use`).
-Hand-written macros (``add_macro``, optionally with an fnmatch
+times an agent said it used the suggestion (:meth:`Macros.record_use`).
+Hand-written macros (:meth:`Macros.add`, optionally with an fnmatch
 ``trigger_args_pattern``) are kept as given and never relearnt.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import Core
-from ..errors import InvalidInput
+from ..errors import MacroNotFound
 from ..validation import (
     JsonLimits,
     check_json_size,
@@ -52,13 +52,13 @@ def _args_text(args: Any, limits: JsonLimits, name: str = "args") -> str:
 
 
 class Macros:
-    """Learning, listing, suggesting and counting macros."""
+    """Learning, listing, suggesting and counting macros (``mem.macros``)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
         self._stamps: dict[str, tuple] = {}
 
-    def learn_macros(self, *, namespace: str | None = None) -> pd.DataFrame:
+    def learn(self, *, namespace: str | None = None) -> pd.DataFrame:
         """Relearn every macro from the namespace's tool events; returns :meth:`macros`.
 
         Idempotent: running it twice changes nothing.  A learnt chain that no longer
@@ -89,9 +89,9 @@ class Macros:
             if touched:
                 tx.audit("learn_macros", touched, ns, {"changed": len(touched)})
         self._stamps[ns] = self.core.store.macros.tool_stamp(ns)
-        return self.macros(namespace=ns)
+        return self.list(namespace=ns)
 
-    def macros(
+    def list(
         self, trigger_tool: str | None = None, *, namespace: str | None = None
     ) -> pd.DataFrame:
         """Macros as a DataFrame, most confident first (``next_args`` as stored text)."""
@@ -99,7 +99,7 @@ class Macros:
             trigger_tool = check_name(trigger_tool, "trigger_tool")
         return self.core.store.macros.frame(self.core.ns(namespace), trigger_tool)
 
-    def add_macro(
+    def add(
         self,
         trigger_tool: str,
         next_tool: str,
@@ -148,7 +148,7 @@ class Macros:
         min_confidence = check_unit_interval(min_confidence, "min_confidence")
         args_text = _args_text(args, self.core.settings.payload_limits)
         if self._stamps.get(ns) != self.core.store.macros.tool_stamp(ns):
-            self.learn_macros(namespace=ns)
+            self.learn(namespace=ns)
         for row in self.core.store.macros.candidates(ns, trigger_tool, min_confidence):
             pattern = row["trigger_args_pattern"]
             if pattern is None or fnmatch.fnmatchcase(args_text, pattern):
@@ -161,20 +161,18 @@ class Macros:
                 }
         return None
 
-    def record_macro_use(self, macro_id: int, *, namespace: str | None = None) -> int:
+    def record_use(self, macro_id: int, *, namespace: str | None = None) -> int:
         """Count one use of a suggested macro; returns the new ``used_count``."""
         macro_id = check_limit(macro_id, "macro_id", allow_zero=False)
         ns = self.core.ns(namespace)
         with self.core.writer.transaction() as tx:
             used = tx.macros.use(macro_id, ns, utcnow())
             if used is None:
-                raise InvalidInput(
-                    f"no macro with id {macro_id} in namespace {ns!r}; see mem.macros()"
-                )
+                raise MacroNotFound(macro_id, ns)
             tx.audit("use_macro", [str(macro_id)], ns)
         return used
 
-    def delete_macro(self, macro_id: int, *, namespace: str | None = None) -> bool:
+    def delete(self, macro_id: int, *, namespace: str | None = None) -> bool:
         """Remove a macro; True if it existed (a learnt one comes back if still observed)."""
         macro_id = check_limit(macro_id, "macro_id", allow_zero=False)
         ns = self.core.ns(namespace)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core import Core
 from ..errors import InvalidInput
-from ..events import build_row
+from ..event_rows import build_row
 from ..store.sqlite_source import read_sqlite
 from ..validation import check_path, to_utc
 
@@ -43,7 +43,7 @@ class ImportReport:
     recomputed_dimension: int = 0
     recomputed_missing: int = 0
     recomputed_unreadable: int = 0
-    #: Events that arrived with an ``embedding_error`` (kept; ``retry_failed_embeddings()``).
+    #: Events that arrived with an ``embedding_error`` (kept; ``mem.embeddings.retry_failed()``).
     embedding_errors: int = 0
     facts: int = 0
     macros: int = 0

@@ -30,12 +30,12 @@ def _check_prefix(prefix: object) -> str:
 
 
 class Prefixes:
-    """``add_allowed_prefix``, ``allowed_prefixes``, ``remove_allowed_prefix``, ``is_command_allowed``."""
+    """``add``, ``list``, ``remove`` and ``allows`` (``mem.prefixes``)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
 
-    def add_allowed_prefix(self, prefix: str) -> bool:
+    def add(self, prefix: str) -> bool:
         """Allow commands starting with ``prefix``; False if it was already allowed."""
         prefix = _check_prefix(prefix)
         with self.core.writer.transaction() as tx:
@@ -44,11 +44,11 @@ class Prefixes:
                 tx.audit("allow_prefix", [prefix], None)
         return added
 
-    def allowed_prefixes(self) -> list[str]:
+    def list(self) -> list[str]:
         """Every allowed prefix, sorted."""
         return self.core.store.prefixes.all()
 
-    def remove_allowed_prefix(self, prefix: str) -> bool:
+    def remove(self, prefix: str) -> bool:
         """Withdraw a prefix; True if it was allowed."""
         prefix = _check_prefix(prefix)
         with self.core.writer.transaction() as tx:
@@ -57,7 +57,7 @@ class Prefixes:
                 tx.audit("remove_prefix", [prefix], None)
         return removed
 
-    def is_command_allowed(self, command: str) -> bool:
+    def allows(self, command: str) -> bool:
         """Whether ``command`` may run without asking (see the module doc for the rules)."""
         if not isinstance(command, str):
             raise InvalidInput(f"command must be text, got {type(command).__name__}")
@@ -66,7 +66,7 @@ class Prefixes:
         text = " ".join(command.split())
         if not text:
             return False
-        for prefix in self.allowed_prefixes():
+        for prefix in self.list():
             if text != prefix and not text.startswith(prefix + " "):
                 continue
             if _CONTROL.search(text[len(prefix) :]):

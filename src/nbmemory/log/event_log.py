@@ -1,4 +1,4 @@
-"""The event log: storing, reading and deleting the events of conversations."""
+"""The event log: storing, reading, changing and deleting the events of conversations."""
 
 from __future__ import annotations
 
@@ -8,16 +8,26 @@ from typing import Any
 import pandas as pd
 
 from ..core import Core
-from ..errors import MemoryNotFound, StoreError
-from ..events import Event, build_row, build_rows
+from ..errors import InvalidInput, MemoryNotFound, StoreError
+from ..event_rows import Event, build_row, build_rows
+from ..pseudonyms import PSEUDONYM_KEY
 from ..retrieval.index_cache import remove_saved_indexes
 from ..store import READ_COLUMNS
-from ..validation import check_limit, check_name, check_names, date_range, scope_filters
-from .audit import PSEUDONYM_KEY, check_flag
+from ..validation import (
+    check_flag,
+    check_limit,
+    check_name,
+    check_names,
+    check_text,
+    date_range,
+    dump_metadata,
+    scope_filters,
+)
 
 
 class EventLog:
-    """``add_event``, ``add_events``, ``get_event``, ``events``, ``recent``, ``delete``."""
+    """``add_event``, ``add_events``, ``get``, ``update``, ``events``, ``recent``, ``delete``,
+    ``purge`` and ``status``."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -86,13 +96,33 @@ class EventLog:
         self.core.writer.add_events(built, bulk=True)
         return [row["id"] for row in built]
 
-    def get_event(self, event_id: str, *, namespace: str | None = None) -> Event:
+    def get(self, event_id: str, *, namespace: str | None = None) -> Event:
         """One event by id; :class:`MemoryNotFound` when there is none in the namespace."""
         ns = self.core.ns(namespace)
         record = self.core.store.events.get(check_name(event_id, "id"), ns)
         if record is None:
             raise MemoryNotFound(event_id, ns)
         return Event.from_record(record)
+
+    def update(
+        self,
+        event_id: str,
+        *,
+        content: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        namespace: str | None = None,
+    ) -> Event:
+        """Change an event's content and/or metadata (metadata is replaced whole).
+
+        Any kind of event: a message, a memory, a summary.  Changed content is
+        redacted like new content, loses its vector and is queued for embedding
+        again, so search never ranks the new text by the old vector; the same text
+        keeps its vector.  :class:`~nbmemory.errors.MemoryNotFound` when there is
+        no such event in the namespace (nothing is changed).
+        """
+        ns = self.core.ns(namespace)
+        event_id = change_event(self.core, event_id, ns, content, metadata, None, "update")
+        return self.get(event_id, namespace=ns)
 
     def events(
         self,
@@ -143,7 +173,7 @@ class EventLog:
     ) -> dict[str, Any]:
         """Rewrite the store file so forgotten text is gone from its bytes; returns sizes.
 
-        ``delete``, ``forget`` and ``update_memory`` remove text from every query at
+        ``delete``, ``forget`` and ``update`` remove text from every query at
         once, but DuckDB leaves the old bytes in the file's free blocks until they
         are reused.  ``purge`` copies the live rows into a new file and swaps it in,
         so nothing deleted can be read back from the disk (an export taken before
@@ -213,3 +243,40 @@ class EventLog:
             "backlog": 0 if core.worker is None else core.worker.backlog,
             "counts": counts,
         }
+
+
+def change_event(
+    core: Core,
+    event_id: Any,
+    namespace: str,
+    content: Any,
+    metadata: Any,
+    kinds: tuple[str, ...] | None,
+    action: str,
+) -> str:
+    """Change one event of ``kinds`` (any kind when None) in one transaction with its
+    audit row (``action``, naming the fields changed, never their text); returns the
+    validated id.  Everything is checked before anything is written."""
+    event_id = check_name(event_id, "id")
+    if content is None and metadata is None:
+        raise InvalidInput(f"{action}: nothing to change; pass content= and/or metadata=")
+    if content is not None:
+        content = check_text(content, "content", max_bytes=core.settings.max_content_bytes)
+    meta_json = None if metadata is None else dump_metadata(metadata, core.settings.metadata_limits)
+    with core.writer.transaction() as tx:
+        record = tx.events.get(event_id, namespace, kinds=kinds)
+        if record is None:
+            raise MemoryNotFound(event_id, namespace)
+        fields = []
+        if content is not None and core.redact(content)[0] != record["content"]:
+            fields.append("content")  # stored redacted, and so counted, by the table
+        else:
+            content = None  # the same text: its vector stays
+        if metadata is not None:
+            fields.append("metadata")
+        if not tx.events.update_text(
+            event_id, namespace, now=core.clock(), content=content, metadata=meta_json
+        ):
+            raise MemoryNotFound(event_id, namespace)  # deleted meanwhile
+        tx.audit(action, [event_id], namespace, {"fields": fields})
+    return event_id

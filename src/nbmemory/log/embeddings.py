@@ -11,12 +11,13 @@ from ..errors import InvalidInput
 from ..retrieval.vector_index import normalise_rows
 from ..validation import check_text
 
-#: Columns of a memory row returned with its vector by :meth:`Embeddings.memory_vectors`.
+#: Columns of a memory row returned with its vector by :meth:`Embeddings.vectors`.
 VECTOR_FRAME_COLUMNS = ["id", "session_id", "role", "kind", "content", "importance", "created_at"]
 
 
 class Embeddings:
-    """``flush``, ``backlog``, ``retry_failed_embeddings``, ``reembed``, ``memory_vectors``."""
+    """``flush``, ``backlog``, ``retry_failed``, ``reembed``, ``vectors``, ``embed_query``,
+    ``embed_queries``."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -38,7 +39,7 @@ class Embeddings:
         worker = self.core.worker
         return 0 if worker is None else worker.backlog
 
-    def retry_failed_embeddings(self) -> int:
+    def retry_failed(self) -> int:
         """Re-queue events whose embedding failed; returns how many were queued.
 
         (A model that cannot load fails no event: those stay pending instead.)
@@ -58,7 +59,7 @@ class Embeddings:
                 tx.audit("reembed", [r[0] for r in rows], ns, {"model": self.core.model})
         return len(rows)
 
-    def memory_vectors(self, *, namespace: str | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    def vectors(self, *, namespace: str | None = None) -> tuple[pd.DataFrame, np.ndarray]:
         """Every memory embedded by the current model, and its unit-length vector.
 
         Returns ``(frame, matrix)``: one row of ``frame`` (id, session_id, role, kind,
@@ -73,6 +74,10 @@ class Embeddings:
             return frame[VECTOR_FRAME_COLUMNS], np.zeros((0, 0), dtype=np.float32)
         matrix = normalise_rows(np.stack(frame["embedding"].to_numpy()).astype(np.float32))
         return frame[VECTOR_FRAME_COLUMNS].reset_index(drop=True), matrix
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The vector of one query, as search embeds it (the last 256 distinct queries are cached)."""
+        return self.core.retriever.embed_query(query)
 
     def embed_queries(self, queries: list[str]) -> np.ndarray:
         """Unit-length vectors of ``queries`` (one batch through the store's model)."""

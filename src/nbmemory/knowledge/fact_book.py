@@ -1,11 +1,11 @@
 """Facts: small named truths an agent keeps, ``(category, key) -> value``.
 
-``set_fact`` upserts by ``(category, key)`` within a namespace.  A replaced value is
+``set`` upserts by ``(category, key)`` within a namespace.  A replaced value is
 never silently overwritten: the old value, who set it and when it was valid go to
-``fact_history`` with the time it was superseded; ``delete_fact(..., history=True)``
-(or ``purge(fact_history=True)``, for every deleted fact) erases that history.  Facts are embedded lazily (the
-first time a query asks for relevant facts) so ``relevant_facts`` ranks them by
-similarity like memories.
+``fact_history`` with the time it was superseded; ``delete(..., history=True)``
+(or ``purge(fact_history=True)``, for every deleted fact) erases that history.
+Facts are embedded lazily (the first time a query asks for relevant facts) so
+``relevant`` ranks them by similarity like memories.  ``mem.facts`` is this class.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import Core
-from ..errors import InvalidInput
+from ..errors import FactNotFound, InvalidInput
 from ..validation import (
     check_limit,
     check_name,
@@ -48,12 +48,12 @@ def check_fact(category: Any, key: Any, value: Any, source: Any) -> tuple[str, s
 
 
 class Facts:
-    """``set_fact``, ``get_fact``, ``facts``, ``fact_history``, ``delete_fact``, ``relevant_facts``."""
+    """``set``, ``get``, ``list``, ``history``, ``delete``, ``relevant`` (``mem.facts``)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
 
-    def set_fact(
+    def set(
         self,
         category: str,
         key: str,
@@ -73,27 +73,25 @@ class Facts:
             fact_id, status = tx.facts.upsert(ns, category, key, value, source, utcnow())
             details = {"category": category, "key": key, "source": source, "status": status}
             tx.audit("set_fact", [str(fact_id)], ns, details)
-        return {**self.get_fact(category, key, namespace=ns), "status": status}
+        return {**self.get(category, key, namespace=ns), "status": status}
 
-    def get_fact(self, category: str, key: str, *, namespace: str | None = None) -> dict[str, Any]:
-        """The current fact as a dict; :class:`InvalidInput` when there is none."""
+    def get(self, category: str, key: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """The current fact as a dict; :class:`~nbmemory.errors.FactNotFound` when there is none."""
         ns = self.core.ns(namespace)
         row = self.core.store.facts.get(
             ns, self._name(category, "category"), self._name(key, "key")
         )
         if row is None:
-            raise InvalidInput(
-                f"no fact {category!r}/{key!r} in namespace {ns!r}; see mem.facts() for what exists"
-            )
+            raise FactNotFound((category, key), ns)
         return row
 
-    def facts(self, category: str | None = None, *, namespace: str | None = None) -> pd.DataFrame:
+    def list(self, category: str | None = None, *, namespace: str | None = None) -> pd.DataFrame:
         """Current facts as a DataFrame (one category, or all), by category then key."""
         if category is not None:
             category = self._name(category, "category")
         return self.core.store.facts.frame(self.core.ns(namespace), category)
 
-    def fact_history(
+    def history(
         self,
         category: str | None = None,
         key: str | None = None,
@@ -105,7 +103,7 @@ class Facts:
         key = None if key is None else self._name(key, "key")
         return self.core.store.facts.history(self.core.ns(namespace), category, key)
 
-    def delete_fact(
+    def delete(
         self, category: str, key: str, *, namespace: str | None = None, history: bool = False
     ) -> bool:
         """Remove a fact (its last value is kept in history); True if it existed.
@@ -132,7 +130,7 @@ class Facts:
                 tx.audit("delete_fact", [str(i) for i in targets], ns, details)
         return bool(targets)
 
-    def relevant_facts(
+    def relevant(
         self,
         query: str,
         *,

@@ -1,10 +1,10 @@
 """Memory consolidation: old conversation compressed into summaries and facts.
 
 Every ``consolidation_interval_hours`` (6) in a background thread
-(:meth:`Consolidation.start_consolidation`), or on demand
-(:meth:`Consolidation.consolidate`), the unconsolidated messages of each
+(:meth:`Consolidation.start`), or on demand
+(:meth:`Consolidation.run`), the unconsolidated messages of each
 session older than that interval are cut into chunks and handed to a
-*summarizer* (:mod:`nbmemory.longterm.summarizer`).
+*summarizer* (:mod:`nbmemory.knowledge.summarizer`).
 
 For each chunk the summary is stored as an event (``kind="summary"``, high
 importance, so the salience strategy of ``get_context`` brings it back), its
@@ -26,7 +26,7 @@ from typing import Any
 
 from ..core import Core
 from ..errors import InvalidInput
-from ..events import build_row
+from ..event_rows import build_row
 from ..validation import check_limit, check_name, check_unit_interval, shown, to_utc, utcnow
 from .summarizer import Summarizer, extractive_summary, to_summary
 
@@ -131,14 +131,14 @@ class Consolidator:
 
 
 class Consolidation:
-    """``consolidate`` now, or in the background with ``start_consolidation``."""
+    """``run`` now, or in the background with ``start`` (``mem.consolidation``)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
         #: The running background consolidation, if any.
         self.consolidator: Consolidator | None = None
 
-    def consolidate(
+    def run(
         self,
         *,
         summarizer: Summarizer | None = None,
@@ -153,7 +153,7 @@ class Consolidation:
         """Summarise the unconsolidated messages older than ``older_than_hours`` now.
 
         ``older_than_hours`` defaults to ``consolidation_interval_hours`` (6);
-        ``summarizer`` to :func:`~nbmemory.longterm.summarizer.extractive_summary`.
+        ``summarizer`` to :func:`~nbmemory.knowledge.summarizer.extractive_summary`.
         Each session's old messages are cut into chunks of ``chunk_size``; a chunk
         whose summarizer fails stays unconsolidated (and so do the later chunks of
         that session, keeping order) and is retried next run.
@@ -194,7 +194,7 @@ class Consolidation:
         return report
 
     # -- background ------------------------------------------------------------------------
-    def start_consolidation(
+    def start(
         self,
         *,
         summarizer: Summarizer | None = None,
@@ -205,7 +205,7 @@ class Consolidation:
         """Consolidate in a background thread every ``interval_hours`` (default 6).
 
         The first run happens after one interval (``.trigger()`` runs one now).  The
-        thread stops with :meth:`stop_consolidation` or ``mem.close()``.  A store
+        thread stops with :meth:`stop` or ``mem.close()``.  A store
         starts one with the default summarizer when it opens (unless
         ``Settings.background_consolidation`` is false); calling this again replaces
         it, e.g. with an LLM summarizer.
@@ -219,15 +219,15 @@ class Consolidation:
         ns = self.core.ns(namespace)
 
         def job(stop: threading.Event) -> ConsolidationReport:
-            return self.consolidate(
+            return self.run(
                 summarizer=summarizer, older_than_hours=older_than_hours, namespace=ns, _stop=stop
             )
 
-        self.stop_consolidation()  # the new settings replace the running thread
+        self.stop()  # the new settings replace the running thread
         self.consolidator = Consolidator(job, float(hours) * 3600.0)
         return self.consolidator
 
-    def stop_consolidation(self, timeout: float = 10.0) -> bool:
+    def stop(self, timeout: float = 10.0) -> bool:
         """Stop the background consolidation; True if one was running."""
         consolidator, self.consolidator = self.consolidator, None
         if consolidator is None:

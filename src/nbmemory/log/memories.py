@@ -1,6 +1,6 @@
-"""The Astreus memory API: ``add_memory``, ``search_memories``, ``update_memory`` ...
+"""The Astreus memory API (``mem.memories``): ``add``, ``search``, ``update`` ...
 
-A *memory* is an event with ``kind="memory"`` (what ``add_memory`` and
+A *memory* is an event with ``kind="memory"`` (what ``add`` and
 ``remember_conversation`` write) or ``kind="summary"`` (what consolidation writes).
 Conversation messages (``kind="message"``) are not memories: the Astreus methods
 never list, change or delete them.  Memories added without a session go to the
@@ -18,17 +18,17 @@ import pandas as pd
 
 from ..core import Core
 from ..errors import InvalidInput, MemoryNotFound
-from ..events import Event, build_row
+from ..event_rows import Event, build_row
 from ..validation import (
     check_limit,
     check_name,
     check_text,
     check_unit_interval,
     date_range,
-    dump_metadata,
     parse_metadata,
     shown,
 )
+from .event_log import change_event
 
 #: Event kinds the memory methods work on.
 MEMORY_KINDS = ("memory", "summary")
@@ -76,7 +76,7 @@ class Memories:
         self.core = core
 
     # -- writing -------------------------------------------------------------------------
-    def add_memory(
+    def add(
         self,
         content: str,
         metadata: dict[str, Any] | None = None,
@@ -130,13 +130,13 @@ class Memories:
             if not isinstance(metadata, Mapping):
                 raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}")
             extra.update(metadata)
-        return self.add_memory(
+        return self.add(
             content, extra, session_id=session_id, importance=importance, role=role,
             namespace=namespace,
         )  # fmt: skip
 
     # -- reading -------------------------------------------------------------------------
-    def get_memory(self, id: str, *, namespace: str | None = None) -> Event:
+    def get(self, id: str, *, namespace: str | None = None) -> Event:
         """One memory by id; :class:`MemoryNotFound` when there is none in the namespace."""
         ns = self.core.ns(namespace)
         record = self.core.store.events.get(check_name(id, "id"), ns, kinds=MEMORY_KINDS)
@@ -144,7 +144,7 @@ class Memories:
             raise MemoryNotFound(id, ns)
         return Event.from_record(record)
 
-    def search_memories(
+    def search(
         self,
         text: str,
         *,
@@ -182,7 +182,7 @@ class Memories:
             threshold = check_unit_interval(similarity_threshold, "similarity_threshold", low=-1)
         return self._ranked(text, ns, where, since, until, limit, offset, threshold, "cosine")
 
-    def search_memories_by_similarity(
+    def search_by_similarity(
         self,
         query: str,
         *,
@@ -212,7 +212,7 @@ class Memories:
         since, until = date_range(start_date, end_date, ("start_date", "end_date"))
         return self._ranked(query, ns, where, since, until, limit, 0, threshold, metric)
 
-    def list_memories(
+    def list(
         self,
         *,
         limit: int = 100,
@@ -246,7 +246,7 @@ class Memories:
         return _memory_frame(frame)
 
     # -- changing ------------------------------------------------------------------------
-    def update_memory(
+    def update(
         self,
         id: str,
         *,
@@ -259,33 +259,11 @@ class Memories:
         Changed content loses its vector and is queued for embedding again, so
         similarity search never ranks new text by the old vector.
         """
-        id = check_name(id, "id")
         ns = self.core.ns(namespace)
-        if content is None and metadata is None:
-            raise InvalidInput("update_memory: nothing to change; pass content= and/or metadata=")
-        if content is not None:
-            content = check_text(content, "content", max_bytes=self.core.settings.max_content_bytes)
-        limits = self.core.settings.metadata_limits
-        meta_json = dump_metadata(metadata, limits) if metadata is not None else None
-        with self.core.writer.transaction() as tx:
-            record = tx.events.get(id, ns, kinds=MEMORY_KINDS)
-            if record is None:
-                raise MemoryNotFound(id, ns)
-            fields = []
-            if content is not None and self.core.redact(content)[0] != record["content"]:
-                fields.append("content")  # stored redacted, and so counted, by the table
-            else:
-                content = None  # the same text: its vector stays
-            if metadata is not None:
-                fields.append("metadata")
-            if not tx.events.update_text(
-                id, ns, now=self.core.clock(), content=content, metadata=meta_json
-            ):
-                raise MemoryNotFound(id, ns)  # deleted meanwhile
-            tx.audit("update_memory", [id], ns, {"fields": fields})
-        return self.get_memory(id, namespace=ns)
+        id = change_event(self.core, id, ns, content, metadata, MEMORY_KINDS, "update_memory")
+        return self.get(id, namespace=ns)
 
-    def delete_memory(self, id: str, *, namespace: str | None = None) -> bool:
+    def delete(self, id: str, *, namespace: str | None = None) -> bool:
         """Delete one memory; True if it existed."""
         id = check_name(id, "id")
         ns = self.core.ns(namespace)
@@ -295,9 +273,7 @@ class Memories:
                 tx.audit("delete_memory", deleted, ns)
         return bool(deleted)
 
-    def clear_memories(
-        self, filters: dict[str, Any] | None = None, *, namespace: str | None = None
-    ) -> int:
+    def clear(self, filters: dict[str, Any] | None = None, *, namespace: str | None = None) -> int:
         """Delete every memory of the scope (all of the namespace without ``filters``).
 
         Conversation messages are never touched.  Returns how many were deleted.
@@ -310,9 +286,7 @@ class Memories:
                 tx.audit("clear_memories", ids, ns, {"count": len(ids), "filters": details})
         return len(ids)
 
-    def generate_embedding_for_memory(
-        self, id: str, *, namespace: str | None = None
-    ) -> dict[str, Any]:
+    def generate_embedding(self, id: str, *, namespace: str | None = None) -> dict[str, Any]:
         """Embed one memory now (migration/repair); the Astreus result dict.
 
         ``{"success": True, "message": "Embedding generated successfully",

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import Core
 from ..errors import InvalidInput
-from ..events import build_row
+from ..event_rows import build_row
 from ..redaction import check_ingestable
 from ..validation import check_path, dump_metadata, parse_metadata
 
@@ -163,7 +163,7 @@ def read_agents_file(path: str | os.PathLike[str]) -> tuple[Path, str]:
     file = check_ingestable(path).resolve()
     if not file.is_file():
         raise InvalidInput(
-            f"no file {file}; pass the path of your AGENTS.md (mem.sync_agents_md('AGENTS.md'))"
+            f"no file {file}; pass the path of your AGENTS.md (mem.agents_md.sync('AGENTS.md'))"
         )
     try:
         return file, file.read_text(encoding="utf-8")
@@ -269,7 +269,7 @@ def _section_row(
 class AgentsWatcher:
     """Re-syncs an AGENTS.md file into a store whenever it changes, on a daemon thread.
 
-    Created by ``Memory.watch_agents_md``, which syncs once before returning;
+    Created by ``mem.agents_md.watch``, which syncs once before returning;
     the file system watch is in place when the constructor returns.  ``syncs``
     counts the syncs run after a change and :meth:`wait_for_sync` blocks until one
     happens, so tests wait on the event rather than sleeping.
@@ -415,14 +415,14 @@ class AgentsWatcher:
 
 
 class AgentsMd:
-    """``sync_agents_md`` and ``watch_agents_md``; the watchers stop with the store."""
+    """``sync`` and ``watch`` (``mem.agents_md``); the watchers stop with the store."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
         self._watchers: list[AgentsWatcher] = []
         self._lock = threading.Lock()
 
-    def sync_agents_md(
+    def sync(
         self, path: str | os.PathLike[str] = "AGENTS.md", *, namespace: str | None = None
     ) -> SyncResult:
         """Bring the ``agents_md`` memories of the namespace in line with the file.
@@ -432,7 +432,7 @@ class AgentsMd:
         """
         return sync(self.core, check_path(path), namespace=self.core.ns(namespace))
 
-    def watch_agents_md(
+    def watch(
         self,
         path: str | os.PathLike[str] = "AGENTS.md",
         *,
