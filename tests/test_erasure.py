@@ -335,20 +335,157 @@ def test_bad_erasure_requests_are_refused_and_change_nothing(store_path) -> None
     assert Path(store_path + ".nbmemory-index", "keywords.npz").exists()
 
 
-def test_forgetting_on_a_lake_changes_its_current_snapshot(lake_url) -> None:
-    """A lake has no purge (its old snapshots, files and statistics keep the bytes:
-    see docs/lake.md), but forgetting and erasing history work on what it holds now."""
+# -- a lake: its catalog in PostgreSQL, its rows as Parquet files under the data path ------
+#: Planted on a lake.  "0000..." and "zzzz..." sort before and after every kept value,
+#: so each is the minimum or maximum of its column in the statistics DuckLake keeps of
+#: every data file and every table.
+LAKE_SESSION = "0000zqx-lake-sess-7731"
+LAKE_USER = "zzzzzqx-lake-user-7731"
+LAKE_TEXT = "0000zqx-lake-text-7731"
+LAKE_WORD = "zzzzzqxlakeword7731"
+LAKE_SESSION2 = "zzzzzqx-lake-sess2-7731"
+LAKE_STATE = "zqx-lake-state-7731"
+LAKE_FACTS = ["0000zqx-lake-fact-1-7731", "zqx-lake-fact-2-7731", "zzzzzqx-lake-fact-3-7731"]
+LAKE_PLANTED = [LAKE_SESSION, LAKE_USER, LAKE_TEXT, LAKE_WORD, LAKE_SESSION2, LAKE_STATE,
+                *LAKE_FACTS]  # fmt: skip
+
+
+def _catalog(lake_url: str) -> dict[str, str]:
+    """Every row of every table of the lake's metadata schema as PostgreSQL prints it
+    (``row::text``: what ``pg_dump`` writes), table -> rows."""
+    from nbmemory.store.lake import extensions, parse_lake_url
+
+    address = parse_lake_url(lake_url)
+    schema = address.metadata_schema
+    assert schema and schema.isidentifier()
+    con = extensions.connect()
+    try:
+        extensions.load(con, "postgres")
+        dsn = address.attach[len("ducklake:postgres:") :].replace("'", "''")
+        con.execute(f"ATTACH '{dsn}' AS pg (TYPE postgres, READ_ONLY)")
+        query = "SELECT * FROM postgres_query('pg', ?)"
+        names = [
+            row[0]
+            for row in con.execute(
+                query, [f"SELECT tablename FROM pg_tables WHERE schemaname = '{schema}'"]
+            ).fetchall()
+        ]
+        return {
+            name: con.execute(
+                query,
+                [f'SELECT coalesce(string_agg(r::text, chr(10)), \'\') FROM "{schema}"."{name}" r'],
+            ).fetchall()[0][0]
+            for name in names
+        }
+    finally:
+        con.close()
+
+
+def _in_catalog(tables: dict[str, str], values: list[str]) -> dict[str, list[str]]:
+    """table -> the values its rows hold, as text or as bytea (DuckLake keeps inlined
+    VARCHARs as bytes, which PostgreSQL prints in hex)."""
+    hits: dict[str, list[str]] = {}
+    for name, text in tables.items():
+        held = [v for v in values if v in text or v.encode().hex() in text]
+        if held:
+            hits[name] = held
+    return hits
+
+
+def _in_data_path(root: Path, values: list[str]) -> dict[str, list[str]]:
+    """file -> the values it holds: in its raw bytes, or (a Parquet file, whose pages are
+    compressed) in any of its rows as DuckDB reads them."""
+    from nbmemory.store.lake import extensions
+
+    hits: dict[str, list[str]] = {}
+    con = extensions.connect()
+    try:
+        for path in sorted(root.rglob("*")):
+            if not path.is_file():
+                continue
+            data = path.read_bytes()
+            if path.suffix == ".parquet":
+                rows = con.execute("SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+                data += repr(rows).encode()
+            held = [v for v in values if v.encode() in data]
+            if held:
+                hits[str(path.relative_to(root))] = held
+    finally:
+        con.close()
+    return hits
+
+
+def _everywhere(lake_url: str, root: Path) -> set[str]:
+    found = set()
+    for held in [*_in_catalog(_catalog(lake_url), LAKE_PLANTED).values(),
+                 *_in_data_path(root, LAKE_PLANTED).values()]:  # fmt: skip
+        found.update(held)
+    return found
+
+
+def test_forgetting_and_purging_a_lake_leaves_no_byte_in_catalog_or_files(
+    lake_url: str, tmp_path: Path
+) -> None:
+    """After forget_user, delete_session(forget=True), delete_fact(history=True) and
+    purge(expire_snapshots=True): none of the planted values in any row of any table
+    of the catalog (the column statistics included) nor in any file of the data path;
+    every other row still there and found."""
+    root = tmp_path / "lake"
     with Memory(lake_url, embedder="hash", background_consolidation=False) as mem:
-        mem.add_event("keep", "user", "kept")
-        mem.start_session(USER, session_id=SESSION, state={"note": STATE})
-        mem.add_event(SESSION, "user", f"my secret is {TEXT}")
-        for value in FACT_VALUES:
+        keep = [mem.add_event("keep", "user", f"the plan number {i} stays").id for i in range(12)]
+        # one batch (one Parquet file) of kept rows and planted ones: the planted rows are
+        # that file's minimum and maximum, and it keeps rows after they are deleted
+        batch = mem.add_events(
+            [{"session_id": "keep", "role": "user", "content": f"bulk plan {i} stays"}
+             for i in range(20)]
+            + [{"session_id": LAKE_SESSION, "role": "user", "content": f"{LAKE_TEXT} bulk"},
+               {"session_id": LAKE_SESSION, "role": "user", "content": f"{LAKE_WORD} bulk"}]
+        )  # fmt: skip
+        keep += batch[:20]  # ids
+        mem.start_session(LAKE_USER, session_id=LAKE_SESSION, state={"note": LAKE_STATE})
+        mem.add_event(LAKE_SESSION, "user", f"my secret is {LAKE_TEXT}",
+                      metadata={"from": LAKE_SESSION})  # fmt: skip
+        mem.add_event(LAKE_SESSION, "assistant", f"noted, also known as {LAKE_WORD}")
+        mem.start_session(session_id=LAKE_SESSION2)
+        mem.add_event(LAKE_SESSION2, "user", "a second session, forgotten by its id")
+        for value in LAKE_FACTS:
             mem.set_fact("door", "code", value)
-        forgot = mem.forget_user(USER)
-        assert (forgot["sessions"], forgot["events"]) == (1, 1)
+        mem.set_fact("door", "colour", "green")
+        assert mem.flush()
+        assert mem.search(LAKE_TEXT, limit=1)["session_id"].iloc[0] == LAKE_SESSION
+        rows_before = len(mem.audit_log())
+    catalog = _catalog(lake_url)
+    assert _everywhere(lake_url, root) == set(LAKE_PLANTED)  # the scans see every value
+    stats = {name: catalog[name] for name in catalog if name.endswith("column_stats")}
+    in_stats = {v for held in _in_catalog(stats, LAKE_PLANTED).values() for v in held}
+    assert {LAKE_TEXT, LAKE_SESSION, LAKE_WORD} <= in_stats  # minima and maxima, kept
+
+    with Memory(lake_url, embedder="hash", background_consolidation=False) as mem:
+        forgot = mem.forget_user(LAKE_USER)
+        assert (forgot["sessions"], forgot["events"]) == (1, 4)
+        assert mem.delete_session(LAKE_SESSION2, forget=True)["events"] == 1
         assert mem.delete_fact("door", "code", history=True) is True
-        assert mem.events()["content"].tolist() == ["kept"] and mem.fact_history().empty
-        trail = mem.audit_log().to_string()
-        assert SESSION not in trail and USER not in trail and forgot["user"] in trail
-        with pytest.raises(InvalidInput, match="lake"):
-            mem.purge(fact_history=True)
+        assert _everywhere(lake_url, root) == set(LAKE_PLANTED)  # deleted is not erased
+        before_purge = mem.store.current_snapshot()
+        result = mem.purge(expire_snapshots=True)
+        assert result["files_rewritten"] > 0 and result["snapshots_expired"] > 0
+
+        assert _in_catalog(_catalog(lake_url), LAKE_PLANTED) == {}
+        assert _in_data_path(root, LAKE_PLANTED) == {}
+        # the statistics are still there, of the kept rows alone
+        stats_after = "\n".join(v for k, v in _catalog(lake_url).items() if "column_stats" in k)
+        assert "bulk plan 0 stays" in stats_after and "the plan number 9 stays" in stats_after
+
+        # the rest is whole, searchable, and the trail kept every row
+        assert set(mem.events()["id"]) == set(keep)
+        assert mem.search("plan number 7", limit=1)["id"].iloc[0] in keep
+        assert mem.get_fact("door", "colour")["value"] == "green"
+        assert mem.fact_history().empty
+        trail = mem.audit_log()
+        assert len(trail) > rows_before and trail["action"].iloc[0] == "purge"
+        purge = json.loads(trail["details"].iloc[0])
+        assert purge["snapshots_expired"] == result["snapshots_expired"]
+        assert forgot["user"] in trail.to_string()
+    # time travel starts at the purge: the snapshots before it are gone
+    with pytest.raises(StoreError, match="snapshot"):
+        Memory(lake_url, embedder="hash", snapshot=before_purge)

@@ -327,18 +327,20 @@ def test_another_writers_memory_is_found_by_the_next_call(lake_url: str) -> None
         assert b.store.foreign_snapshots > 0
 
 
-def test_purge_on_a_lake_names_what_does_its_job_and_deletes_nothing(
+def test_purge_on_a_lake_without_consent_to_expire_snapshots_deletes_nothing(
     ip, lake_url: str, capsys
 ) -> None:
+    """Purge on a lake expires every older snapshot (time travel to them ends): it
+    runs only when asked to, and the magic, which cannot ask, refuses before deleting."""
     from notebook_shell import one_line_usage_error, run
 
     from nbmemory.errors import InvalidInput
 
     with _open(lake_url) as mem:
         mem.add_event("s", "user", "forget me")
-        with pytest.raises(InvalidInput, match="nbmemory lake expire"):
+        with pytest.raises(InvalidInput, match="expire_snapshots=True"):
             mem.purge()
     run(ip, f"%config MemoryMagics.path = {lake_url!r}")
     message = one_line_usage_error(ip, "%memory forget --all --purge", capsys)
-    assert "nbmemory lake expire" in message
+    assert "expire_snapshots" in message and "time travel" in message
     assert run(ip, "%recall forget me")["content"].tolist() == ["forget me"]  # still there

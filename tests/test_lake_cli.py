@@ -305,6 +305,45 @@ def test_expire_forgets_old_snapshots_and_a_dry_run_changes_nothing(
     _assert_same(_contents(lake_url), before)
 
 
+def test_memory_purge_erases_on_a_lake_only_with_expire_snapshots(
+    lake_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``nbmemory memory purge`` on a lake: refused in one line, nothing expired, without
+    --expire-snapshots; with it, the deleted text goes, the rest stays, one audit row."""
+    secret = "zqx-cli-lake-secret-7731"
+    with Memory(lake_url, embedder="hash") as mem:
+        mem.add_events([{"session_id": "s", "role": "user", "content": f"kept {i}"}
+                        for i in range(20)] + [{"session_id": "s", "role": "user",
+                                                "content": f"the code is {secret}"}])  # fmt: skip
+        mem.delete(mem.events()[lambda f: f["content"].str.contains(secret)]["id"].tolist())
+    count = json.loads(_run(capsys, "lake", "status", "--store", lake_url, "--json")[1])[
+        "snapshots"
+    ]
+    root = Path(
+        json.loads(_run(capsys, "lake", "status", "--store", lake_url, "--json")[1])["data_path"]
+    )
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert any(secret.encode() in p.read_bytes() for p in files)  # deleted, not erased
+    common = ["--store", lake_url, "--embedder", "hash"]
+    code, _, err = _run(capsys, "memory", "purge", *common)
+    assert code == 1 and "--expire-snapshots" in _one_line_error(err)
+    status = json.loads(_run(capsys, "lake", "status", "--store", lake_url, "--json")[1])
+    assert status["snapshots"] == count
+
+    code, out, _ = _run(capsys, "memory", "purge", "--expire-snapshots", *common)
+    assert code == 0 and "file(s) rewritten without deleted rows" in out
+    assert "time travel starts now" in out
+    status = json.loads(_run(capsys, "lake", "status", "--store", lake_url, "--json")[1])
+    assert status["snapshots"] < count
+    assert not any(secret.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file())
+    with Memory(lake_url, embedder="hash") as mem:
+        assert sorted(mem.events()["content"]) == sorted(f"kept {i}" for i in range(20))
+        purged = mem.audit_log(action="purge")
+        assert len(purged) == 1 and purged["actor"].iloc[0] == "cli"
+    snapshots = json.loads(_run(capsys, "lake", "snapshots", "--store", lake_url, "--json")[1])
+    assert "nbmemory purge" in {row["commit_message"] for row in snapshots}
+
+
 def test_another_applications_lake_is_one_line(
     lake_url: str, foreign_lake, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -14,7 +14,10 @@ data_path=/team/lake``); without one, ``$NBMEMORY_PATH``.  ``status`` and
 ``snapshots`` open the lake read-only.  ``compact`` writes inlined rows to
 Parquet and merges small files; ``expire`` forgets snapshots older than
 ``DURATION`` (``7d``, ``12h``, ``30m``, ``45s``, ``2w``: time travel stops there)
-and deletes the files only they used.  ``push`` copies a file store into a new,
+and deletes the files only they used; both wait for the write transactions in
+flight, and writers wait for them (the lake's fence).  Neither erases what was
+forgotten: ``nbmemory memory purge --expire-snapshots`` does.  ``push`` copies a
+file store into a new,
 empty lake; ``pull`` copies a lake into a new file (an existing file is never
 overwritten): every row, id, timestamp and vector bit, so a round trip gives the
 same store.  Errors print one line and exit 1; bad usage exits 2.
@@ -296,7 +299,8 @@ def add_commands(sub: Any) -> None:
     snapshots.set_defaults(func=cmd_lake_snapshots)
 
     compact = lake_sub.add_parser(
-        "compact", help="write inlined rows to Parquet and merge small files"
+        "compact",
+        help="write inlined rows to Parquet and merge small files (erasing is memory purge)",
     )
     _store_option(compact)
     compact.set_defaults(func=cmd_lake_compact)

@@ -9,7 +9,7 @@
     nbmemory state export  --output FILE [--session-id ID] [--namespace NS]
     nbmemory state import  --input FILE [--namespace NS]
     nbmemory memory sync   --file AGENTS.md [--namespace NS]
-    nbmemory memory purge  [--fact-history] [--rotate-pseudonym-key]
+    nbmemory memory purge  [--fact-history] [--rotate-pseudonym-key] [--expire-snapshots]
     nbmemory memory reembed [--failed] [--namespace NS]
     nbmemory health
 
@@ -238,16 +238,28 @@ def cmd_memory_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_memory_purge(args: argparse.Namespace) -> int:
-    """Rewrite the store file from its live rows (what plain deletion leaves behind goes)."""
+    """Rewrite the store from its live rows (what plain deletion leaves behind goes); on a
+    lake, with --expire-snapshots, its files and catalog, expiring every older snapshot."""
     with _open(args) as mem:
         result = mem.purge(
-            fact_history=args.fact_history, rotate_pseudonym_key=args.rotate_pseudonym_key
+            fact_history=args.fact_history,
+            rotate_pseudonym_key=args.rotate_pseudonym_key,
+            expire_snapshots=args.expire_snapshots,
         )
     erased = (
         f" ({result['fact_history_erased']} value(s) of deleted facts erased)"
         if args.fact_history
         else ""
     )
+    if "snapshots_expired" in result:  # a lake
+        print(
+            f"purged {result['path']}: {result['rows_flushed']} inlined row(s) written to "
+            f"Parquet, {result['files_rewritten']} file(s) rewritten without deleted rows, "
+            f"{result['snapshots_expired']} older snapshot(s) expired, "
+            f"{result['files_deleted']} old file(s) deleted; deleted and changed text is gone "
+            f"from its files and catalog, and time travel starts now{erased}"
+        )
+        return 0
     print(
         f"rewrote {result['path']}: {result['bytes_before']:,} -> {result['bytes_after']:,} bytes;"
         f" deleted and changed text is gone from the file{erased}"
@@ -411,7 +423,7 @@ def add_commands(sub: Any) -> None:
     sync.add_argument("--file", default="AGENTS.md", help="the file (default ./AGENTS.md)")
     sync.set_defaults(func=cmd_memory_sync)
     purge = memory_sub.add_parser(
-        "purge", help="rewrite the store file so deleted or changed text is gone from its bytes"
+        "purge", help="rewrite the store so deleted or changed text is gone from its bytes"
     )
     _common(purge, namespace=False)
     purge.add_argument(
@@ -421,6 +433,12 @@ def add_commands(sub: Any) -> None:
         "--rotate-pseudonym-key",
         action="store_true",
         help="drop the key of the audit trail's pseudonyms (guesses can no longer be tested)",
+    )
+    purge.add_argument(
+        "--expire-snapshots",
+        action="store_true",
+        help="a lake: expire every snapshot before now (time travel to them ends), which "
+        "erasing there needs",
     )
     purge.set_defaults(func=cmd_memory_purge)
     reembed = memory_sub.add_parser(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pandas as pd
@@ -169,9 +168,13 @@ class EventLog:
         return len(deleted)
 
     def purge(
-        self, *, fact_history: bool = False, rotate_pseudonym_key: bool = False
+        self,
+        *,
+        fact_history: bool = False,
+        rotate_pseudonym_key: bool = False,
+        expire_snapshots: bool = False,
     ) -> dict[str, Any]:
-        """Rewrite the store file so forgotten text is gone from its bytes; returns sizes.
+        """Rewrite the store so forgotten text is gone from its bytes; returns sizes.
 
         ``delete``, ``forget`` and ``update`` remove text from every query at
         once, but DuckDB leaves the old bytes in the file's free blocks until they
@@ -181,6 +184,14 @@ class EventLog:
         indexes beside the store (``<store>.nbmemory-index/``) are removed with it:
         they are built again from the live rows when next needed.
 
+        On a lake the old text lives on in every snapshot before now (time
+        travel), in the Parquet files they use and in the catalog's statistics of
+        those files.  There ``purge`` writes the live rows into new files and then
+        expires **every snapshot before now**, which ends time travel to any
+        earlier moment: it runs only with ``expire_snapshots=True`` (refused,
+        nothing changed, without it; a file keeps no snapshots, so the flag changes
+        nothing there).  Other processes keep writing meanwhile; see docs/lake.md.
+
         ``fact_history=True`` first erases the history of every fact that no longer
         exists (the values a deleted fact had).  ``rotate_pseudonym_key=True`` drops
         the key that made the pseudonyms of forgotten users and sessions: nobody can
@@ -189,8 +200,9 @@ class EventLog:
         """
         check_flag(fact_history, "fact_history")
         check_flag(rotate_pseudonym_key, "rotate_pseudonym_key")
+        check_flag(expire_snapshots, "expire_snapshots")
         store = self.core.store
-        store.check_rewritable()
+        store.check_rewritable(expire_snapshots=expire_snapshots)
         if store.read_only:  # before anything, the saved indexes too, is removed
             raise StoreError(
                 f"the store {store.path} is open read-only; open it without read_only=True"
@@ -205,15 +217,19 @@ class EventLog:
                                  {"rows": len(ids)})  # fmt: skip
                 if rotate_pseudonym_key and tx.store.meta.delete(PSEUDONYM_KEY):
                     tx.audit("rotate_pseudonym_key", [], None)
-        before = os.path.getsize(store.path) if store.path != ":memory:" else 0
-        store.rewrite()
-        removed = 0 if store.path == ":memory:" else remove_saved_indexes(store.path)
-        after = os.path.getsize(store.path) if store.path != ":memory:" else 0
-        details = {"bytes_before": before, "bytes_after": after, "saved_index_files": removed}
+        before = store.stored_bytes()
+        done = store.rewrite(expire_snapshots=expire_snapshots)
+        saved = store.backend == "file" and store.path != ":memory:"
+        removed = remove_saved_indexes(store.path) if saved else 0
+        after = store.stored_bytes()
+        details: dict[str, Any] = {"bytes_before": before, "bytes_after": after}
+        details.update(done)
+        details["saved_index_files"] = removed
         if fact_history:
             details["fact_history_erased"] = erased
         self.core.writer.audit("purge", [], None, details)
         result: dict[str, Any] = {"path": store.path, "bytes_before": before, "bytes_after": after}
+        result.update(done)
         if fact_history:
             result["fact_history_erased"] = erased
         return result

@@ -586,19 +586,28 @@ class Store:
         """Tell every cache that anything may have changed (another writer, plain SQL)."""
         self.changed(Change(unknown=True))
 
-    def check_rewritable(self) -> None:
-        """Raise, before anything is deleted, when :meth:`rewrite` cannot do its job here."""
+    def check_rewritable(self, *, expire_snapshots: bool = False) -> None:
+        """Raise, before anything is deleted, when :meth:`rewrite` cannot do its job here.
 
-    def rewrite(self) -> None:
+        ``expire_snapshots`` is the caller's consent to losing older snapshots (a
+        lake's time travel); a file keeps none, so here it changes nothing.
+        """
+
+    def stored_bytes(self) -> int:
+        """Bytes the store takes on disk (0 in memory): what :meth:`rewrite` shrinks."""
+        return 0 if self.path == ":memory:" else os.path.getsize(self.path)
+
+    def rewrite(self, *, expire_snapshots: bool = False) -> dict[str, int]:
         """Rewrite the file from its live rows, so freed blocks are gone from its bytes.
 
         DuckDB reuses the space of deleted rows but leaves their old bytes in the
         file until something overwrites them: a deleted or changed text can still
         be read with a hex editor.  This copies every table into a new file
         (``COPY FROM DATABASE``) and puts it in place of the old one atomically.
+        Returns counts of what was done besides (none for a file).
         """
         if self.path == ":memory:" or self.read_only:
-            return
+            return {}
         with self._rows_held(), self._lock:
             if self.in_transaction:
                 raise StoreError("internal: a file cannot be rewritten inside a transaction")
@@ -626,6 +635,7 @@ class Store:
             files.replace_file(fresh, self.path)
             self.con = self._connect()
         self.mark_stale()
+        return {}
 
     # -- the escape hatch: plain SQL -----------------------------------------------------
     def _raw(self, sql: str, params: Params, fetch: str) -> Any:

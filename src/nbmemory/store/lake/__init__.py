@@ -7,7 +7,8 @@
 * :mod:`.vectors` — vectors appended, never marked on the event row;
 * :mod:`.store` — :class:`LakeStore`: connection, ids, conflicts, the change feed;
 * :mod:`.first_open` — a brand-new lake made by one process while the others wait;
-* :mod:`.maintenance` — status, snapshots, compaction and expiry;
+* :mod:`.maintenance` — status, snapshots, compaction, expiry and erasure (purge);
+* :mod:`.fence` — purge, compaction and expiry between other writers' transactions;
 * :mod:`.transfer` — :func:`push` a file store into a new lake, :func:`pull` a lake
   into a new file, every row and vector bit.
 """

@@ -19,6 +19,10 @@ table objects' SQL runs unchanged, with these differences, all kept here:
   :meth:`LakeStore.refresh` (called before every search and context read) asks
   the catalog for snapshots made since the last one it saw by other writers and
   announces exactly those rows to the caches — never a reload of the table.
+* **Purge** (:meth:`LakeStore.rewrite`) rewrites the data files and expires every
+  older snapshot (:func:`.maintenance.erase`), holding the lake's fence
+  (:mod:`.fence`) alone; every write transaction holds it shared, so none
+  straddles a purge (nor ``compact`` or ``expire``, which hold it alone too).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import datetime as dt
 import json
 import os
 import random
+import re
 import threading
 import time
 import uuid
@@ -47,7 +52,7 @@ from ..changes import Change, Vectors
 from ..connection import Params, Store
 from ..migrations import FORMAT, SCHEMA_VERSION
 from ..schema import READ_COLUMNS
-from . import extensions, first_open, statements, tables
+from . import extensions, fence, first_open, maintenance, statements, tables
 from .url import LakeUrl, parse_lake_url, sql_literal
 from .vectors import LakeEventVectors
 
@@ -121,6 +126,8 @@ class LakeStore(Store):
         self._opened = False
         #: The lake's tables when :meth:`_connect` attached it.
         self._found: set[str] = set()
+        #: The lake's fence between a purge and other writers' transactions (:mod:`.fence`).
+        self._fence = fence.Fence(self.address, self._cursor)
         super().__init__(self.address.shown, read_only=read_only or snapshot is not None)
 
     # -- connection ------------------------------------------------------------------
@@ -284,9 +291,7 @@ class LakeStore(Store):
         Two catalogs sharing a folder would each see the other's Parquet files as
         orphans, and ``compact``/``expire`` of one would delete the other's data.
         """
-        from .maintenance import data_path
-
-        root = data_path(self)
+        root = maintenance.data_path(self)
         lake_id = self.meta.get("lake_id")
         if not root or "://" in root or not lake_id:
             return
@@ -354,6 +359,13 @@ class LakeStore(Store):
             return self._small_ids.pop(0)
 
     def _claim(self, counter: str, count: int, at_least: int = 0) -> list[int]:
+        self._share_fence()  # a transaction of its own: no purge may straddle it either
+        try:
+            return self._claim_held(counter, count, at_least)
+        finally:
+            self._fence.release()
+
+    def _claim_held(self, counter: str, count: int, at_least: int) -> list[int]:
         side = self._cursor().cursor()
         try:
             for attempt in range(50):
@@ -410,6 +422,31 @@ class LakeStore(Store):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Change]:
+        """A write transaction, holding the lake's fence shared from before its first
+        statement until it has committed: no purge runs meanwhile (:mod:`.fence`)."""
+        with self._lock:
+            if self.in_transaction:
+                with super().transaction() as joined:
+                    yield joined
+                return
+            self._share_fence()
+            try:
+                with self._labelled_transaction() as change:
+                    yield change
+            finally:
+                self._fence.release()
+
+    def _share_fence(self) -> None:
+        try:
+            self._fence.share()
+        except duckdb.Error as exc:
+            raise _translate(exc, self.address, runtime=True) or StoreError(
+                f"the lake {self.path} could not take its fence ({str(exc).splitlines()[0][:120]})"
+                "; nothing of this call was stored: call again"
+            ) from None
+
+    @contextlib.contextmanager
+    def _labelled_transaction(self) -> Iterator[Change]:
         with super().transaction() as change:
             if self._pending is change and not getattr(self, "_labelled", False):
                 self._labelled = True
@@ -450,16 +487,48 @@ class LakeStore(Store):
             raise translated from None
         super()._failed(exc)
 
-    def check_rewritable(self) -> None:
-        """A lake has no file to rewrite: old text lives in older snapshots until they expire."""
-        raise InvalidInput(
-            "purge rewrites a DuckDB file; a lake keeps forgotten text in its older snapshots "
-            "until they expire: run nbmemory lake expire --older-than 0s, then nbmemory lake "
-            "compact"
-        )
+    def check_rewritable(self, *, expire_snapshots: bool = False) -> None:
+        """Purge on a lake expires every snapshot before now: only when asked to."""
+        if not expire_snapshots:
+            raise InvalidInput(
+                "expire_snapshots: purge on a lake erases deleted text by rewriting its "
+                "files and expiring every snapshot before now, which ends time travel to "
+                "any earlier moment; pass expire_snapshots=True to do so (nbmemory memory "
+                "purge --expire-snapshots); nothing was changed"
+            )
 
-    def rewrite(self) -> None:
-        self.check_rewritable()
+    def stored_bytes(self) -> int:
+        """Bytes of the lake's files (what purge reports before and after)."""
+        return maintenance.stored_bytes(self)
+
+    def rewrite(self, *, expire_snapshots: bool = False) -> dict[str, int]:
+        """Erase deleted rows from the lake's files and catalog (:func:`.maintenance.erase`),
+        holding the fence alone; returns what was flushed, rewritten, expired, deleted."""
+        self.check_rewritable(expire_snapshots=expire_snapshots)
+        if self.read_only:
+            raise StoreError(f"the lake {self.path} is open read-only; nothing was purged")
+        done = maintenance.erase(self)
+        self.mark_stale()
+        return done
+
+    @contextlib.contextmanager
+    def exclusively(self) -> Iterator[None]:
+        """Hold the lake alone against every writer's transaction while the block runs
+        (purge, compact, expire: :mod:`.fence`)."""
+        with self._lock:
+            if self.in_transaction:
+                raise StoreError("internal: a lake cannot be maintained inside a transaction")
+            try:
+                self._fence.take_exclusive()
+            except duckdb.Error as exc:
+                raise _translate(exc, self.address, runtime=True) or StoreError(
+                    f"the lake {self.path} could not take its fence "
+                    f"({str(exc).splitlines()[0][:120]}); nothing was changed: call again"
+                ) from None
+            try:
+                yield
+            finally:
+                self._fence.release()
 
     # -- the change feed ----------------------------------------------------------------
     def current_snapshot(self) -> int:
@@ -573,6 +642,23 @@ class LakeStore(Store):
         """Run one of the lake's own functions (snapshots, compaction) and fetch it whole."""
         return Store.run(self, sql, params, fetch)
 
+    def commit_lake(self, sql: str, params: Params, message: str) -> list[tuple]:
+        """Run one of the lake's maintenance calls as a commit of its own, its snapshot
+        labelled with this process and ``message`` (``nbmemory lake snapshots``)."""
+        with self._lock:
+            con = self._cursor()
+            try:
+                con.execute("BEGIN TRANSACTION")
+                con.execute(f"CALL {LAKE}.set_commit_message(?, ?)", [self.author, message])
+                rows = con.execute(sql, params or []).fetchall()
+                con.execute("COMMIT")
+            except duckdb.Error as exc:
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                self._failed(exc)
+                raise
+            return rows
+
     # -- calls -------------------------------------------------------------------------
     def begin_call(self) -> int:
         """A ``Memory`` call starts: its first read checks the feed again.  Returns the
@@ -626,6 +712,19 @@ def _translate(exc: duckdb.Error, address: LakeUrl, *, runtime: bool = False) ->
         return StoreError(
             f"the catalog database of {address.shown} does not exist: create it "
             "(createdb) or name another one"
+        )
+    if (
+        runtime
+        and isinstance(exc, duckdb.IOException)
+        and ("no such file" in low or "no files found" in low)
+        and (".parquet" in low or bool(address.data_path and address.data_path in text))
+    ):
+        missing = re.search(r'"([^"]+)"', text)
+        return WriteConflict(
+            f"a data file of the lake {address.shown} is missing "
+            f"({missing.group(1) if missing else first}): a purge or a compaction deleted it "
+            "while this call read it; nothing of this call was stored: call again (if it "
+            "stays missing, the data path was damaged: restore the file from a backup)"
         )
     if isinstance(exc, duckdb.IOException) and (
         "permission denied" in low or "no space left" in low or "read-only file system" in low
