@@ -11,7 +11,7 @@ it through :mod:`.stores`: a store the command made is removed if it then fails.
 * :mod:`.state` — ``state list|cleanup|delete|export|import``, ``memory sync``, ``health``;
 * :mod:`.research` — ``eval locomo``, ``import-sqlite``;
 * :mod:`.lake` — ``lake status|snapshots|compact|expire|push|pull``;
-* :mod:`.ipython_config` — ``install-ipython-config``.
+* :mod:`.install` — ``install-ipython-config``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from ..errors import NbMemoryError
 from ..version import __version__
-from . import ipython_config, lake, research, state
+from . import install, lake, research, state
 from .demo import cmd_demo
 from .options import in_cli_words, store_options
 
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--question", default="What language do I like?")
     demo.set_defaults(func=cmd_demo)
     research.add_commands(sub)  # eval, import-sqlite
-    ipython_config.add_command(sub)  # install-ipython-config
+    install.add_command(sub)  # install-ipython-config
     state.add_commands(sub)  # state, memory sync, health
     lake.add_commands(sub)  # lake status|snapshots|compact|expire|push|pull
     return parser

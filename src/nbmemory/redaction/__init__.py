@@ -2,7 +2,7 @@
 
 Text is redacted *before* it is stored or embedded, so a secret pasted into a
 conversation never reaches the DuckDB file or the model.  What is found (the
-rules are in :mod:`.rules`; docs/python-api.md lists them with their look-alikes):
+rules are in :mod:`.rules`, each a :class:`~.rule.Rule`; docs/python-api.md lists them with their look-alikes):
 
 * ``key: value`` in every notation agents write — JSON (escaped at any depth:
   ``\\"password\\": \\"x\\"``), Python dicts, YAML, env files, ``export
@@ -16,7 +16,8 @@ rules are in :mod:`.rules`; docs/python-api.md lists them with their look-alikes
 * prose ("the DB password is Tr0ub4dor&3", "pw: hunter2", "the wifi passcode is
   88412299"), with a rule for what counts as the secret (:mod:`.prose`);
 * passwords on command lines (``curl -u user:pass``, ``mysql -pPASS``,
-  ``sshpass -p``, ``--password=…``), only for the commands whose flag is one;
+  ``sshpass -p``, ``--password=…``), only for the commands whose flag is one
+  (:mod:`.commands`);
 * well-known token formats (AWS, GitHub, GitLab, Hugging Face, npm, PyPI,
   OpenAI, Anthropic, Slack, Stripe, Twilio, SendGrid, DigitalOcean, Shopify,
   Azure, Google, Databricks, Vault, Grafana, JWTs, bearer tokens …) and card
