@@ -20,6 +20,9 @@ from nbmemory import Memory
 from nbmemory.retrieval.index_cache import SUFFIX, IndexCache
 from nbmemory.retrieval.keywords import KeywordIndex
 
+#: Stores of hundreds of rows opened again and again, other processes writing to them.
+pytestmark = pytest.mark.slow
+
 WORDS = [
     "lake",
     "boat",

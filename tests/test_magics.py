@@ -49,6 +49,7 @@ def remember_conversation(shell: InteractiveShell, session: str = "notebook") ->
 
 
 # -- loading ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_importing_nbmemory_registers_nothing(tmp_path):
     code = textwrap.dedent(
         """
