@@ -18,22 +18,70 @@ from nbmemory import Memory
 from nbmemory.config import ENV_MODEL_PATH
 from nbmemory.research.datasets import ENV_LOCOMO_PATH
 
-#: Fixtures that need the real model or the LoCoMo data, and the marker that says so.
+#: Fixtures that need the real model, the LoCoMo data or a lake, and the marker that says so.
 _MARKERS = {
     "model_path": "real_model",
     "real_embedder": "real_model",
-    "locomo_dir": "locomo",
+    "locomo_dir": "locomo",  # and ``locomo``, the five conversations loaded
     "lake_catalog": "lake",  # and every fixture built on it (lake_url, ...)
+}
+
+#: Markers that make a test ``slow`` too, out of the inner loop (``pytest -m "not slow"``):
+#: a LoCoMo test loads whole conversations with the real model (seconds to minutes), the
+#: browser test starts JupyterLab and chromium.
+_SLOW_WITH = ("locomo", "browser")
+
+#: Parametrised tests that sweep every field, value or page, each case on a store of
+#: its own: the inner loop runs their first case, the full run every case (``slow``).
+_SWEEPS = {
+    # test_bad_input.py
+    "test_an_empty_dataframe_cell_is_the_field_not_given_as_in_a_dict",
+    "test_every_string_field_is_stored_exactly",
+    "test_settings_refuse_nan_inf_and_negative",
+    "test_get_context_refuses_nan_inf_and_negative_parameters",
+    "test_dates_in_the_wrong_format_are_refused",
+    "test_a_lone_surrogate_in_any_string_field_is_refused",
+    "test_metadata_that_is_not_json_is_refused",
+    "test_bad_importance_in_bulk_rows_is_refused",
+    "test_a_damaged_schema_version_is_a_store_error_naming_the_way_back",
+    "test_a_foreign_table_behind_the_marker_is_refused_naming_its_missing_columns",
+    "test_tool_calls_over_a_limit_are_refused",
+    # the other pages of bad input and failures, by feature
+    "test_a_missing_id_raises_its_kind_of_not_found_and_changes_nothing",
+    "test_deleters_that_answer_say_nothing_was_there",
+    "test_bad_input_is_refused_before_anything_is_stored",
+    "test_bad_importance_is_refused_and_nothing_stored",
+    "test_search_memories_bad_inputs",
+    "test_add_memory_bad_inputs",
+    "test_consolidate_bad_inputs",
+    "test_unusable_summaries_count_as_failures",
+    "test_bad_files_are_refused_and_nothing_is_written",
+    "test_a_turn_with_neither_content_nor_tool_calls_is_refused_naming_the_row",
+    "test_a_whole_batch_failing_is_recorded_and_retried",
+    "test_a_broken_reranker_is_one_clear_error_and_changes_nothing",
+    "test_is_command_allowed",
+    "test_bad_input_is_one_line_usage_error_and_stores_nothing",  # the magics'
+    "test_examples_run",  # README.md's examples first, then CONTRIBUTING.md's and docs/
 }
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test by the real things it uses, so ``-m "not locomo"`` and the skip
-    reasons follow the fixtures rather than hand-written marks."""
+    """Mark every test by the real things it uses, so ``-m "not locomo"``, ``-m "not
+    slow"`` and the skip reasons follow the fixtures rather than hand-written marks;
+    and every case of a sweep but its first ``slow``."""
+    first_cases: set[tuple[str, str]] = set()
     for item in items:
         for fixture, marker in _MARKERS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
+        if any(item.get_closest_marker(name) for name in _SLOW_WITH):
+            item.add_marker("slow")
+        name = getattr(item, "originalname", "")
+        if name in _SWEEPS:
+            sweep = (str(item.path), name)
+            if sweep in first_cases:
+                item.add_marker("slow")
+            first_cases.add(sweep)
 
 
 @pytest.fixture(autouse=True)

@@ -202,8 +202,10 @@ def test_watcher_resyncs_on_change_and_stops_on_close(
             synced.set()
 
     mem = Memory(store_path, embedder=counting)
+    before = set(threading.enumerate())
     watcher = mem.watch_agents_md(agents, on_sync=on_sync)
-    assert watcher.running
+    started = set(threading.enumerate()) - before
+    assert watcher.running and started  # the watch runs on a thread of its own
     assert len(mem.events(kind="agents_md")) == 3  # synced once before returning
     agents.write_text(SEED_EXAMPLE + "\n## Nova seção\n\n- aprendida agora\n", encoding="utf-8")
     assert synced.wait(30), f"no sync after the change (last error: {watcher.last_error})"
@@ -211,7 +213,7 @@ def test_watcher_resyncs_on_change_and_stops_on_close(
     assert len(mem.events(kind="agents_md")) == 4
     mem.close()
     assert not watcher.running
-    assert not watcher._thread.is_alive()
+    assert not [thread for thread in started if thread.is_alive()]  # none left behind
 
 
 def test_watcher_can_be_stopped_and_polls_on_request(cmem: Memory, tmp_path: Path) -> None:

@@ -202,6 +202,7 @@ def _head_embedder(texts):
     return HashEmbedder(64).embed([t[:1000] for t in texts])
 
 
+@pytest.mark.slow
 def test_ten_megabytes_is_stored_exactly_when_the_limit_is_raised(store_path):
     huge = "start of a long document " + "é" * (TEN_MB // 2) + " end"
     with Memory(store_path, embedder=_head_embedder, max_content_bytes=2 * TEN_MB) as mem:
@@ -523,6 +524,7 @@ CLI_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "match"), CLI_CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
 )
@@ -602,6 +604,7 @@ def _metadata_calls(mem: Memory, metadata: object) -> dict:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("metadata", "match"),
     [
@@ -688,6 +691,7 @@ def test_a_refused_session_state_does_not_even_touch_the_session(mem):
     assert mem.get_session("sess").last_activity == session.last_activity
 
 
+@pytest.mark.slow
 def test_an_import_row_over_a_limit_refuses_the_file(mem, tmp_path):
     _seeded(mem)
     export = tmp_path / "export.json"
@@ -969,6 +973,7 @@ def _public_calls(mem: Memory, tmp_path: Path) -> dict[str, tuple]:
     }
 
 
+@pytest.mark.slow
 def test_odd_values_in_any_argument_get_a_package_error_or_a_result(store_path, tmp_path):
     import inspect
 

@@ -41,7 +41,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-pytestmark = [pytest.mark.real_model, pytest.mark.locomo]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.real_model, pytest.mark.locomo]
 
 
 def _free_port() -> int:

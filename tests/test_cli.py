@@ -151,6 +151,7 @@ def _script(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_console_script_end_to_end(store: str, tmp_path: Path) -> None:
     assert SCRIPT.exists(), "the nbmemory console script is not installed in this venv"
     out = tmp_path / "ns.json"
@@ -163,6 +164,7 @@ def test_console_script_end_to_end(store: str, tmp_path: Path) -> None:
     assert health.returncode == 0 and "embeddings ok" in health.stdout
 
 
+@pytest.mark.slow
 def test_console_script_reports_a_locked_store_and_a_missing_model(
     store: str, tmp_path: Path
 ) -> None:

@@ -53,6 +53,7 @@ def test_demo_help_says_where_the_store_is(capsys):
     assert "a store in memory, kept nowhere" in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.slow
 def test_demo_with_the_real_model_as_a_console_script(tmp_path, model_path):
     env = dict(os.environ, NBMEMORY_MODEL_PATH=model_path)
     script = Path(sys.executable).with_name("nbmemory")

@@ -96,6 +96,7 @@ sys.stdin.readline()
 """
 
 
+@pytest.mark.slow
 def test_a_held_store_is_refused_with_the_command_lines_remedies(tmp_path, capsys):
     path = str(tmp_path / "held.duckdb")
     Memory(path, embedder="hash").close()
@@ -233,6 +234,7 @@ print("closed", flush=True)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("other", ["wrote and left", "stays open"])
 def test_a_new_store_another_process_used_meanwhile_is_kept(tmp_path, capsys, monkeypatch, other):
     path = str(tmp_path / "joined.duckdb")
@@ -264,6 +266,7 @@ def test_a_new_store_another_process_used_meanwhile_is_kept(tmp_path, capsys, mo
         assert "written by another kernel" in set(mem.events()["content"])
 
 
+@pytest.mark.slow
 def test_the_console_script_without_a_model_leaves_no_store(tmp_path):
     """The command as a user runs it: a model folder that is not there, no store made."""
     env = child_env(NBMEMORY_MODEL_PATH=str(tmp_path / "no-model-here"))

@@ -252,6 +252,7 @@ def test_stop_and_restart_consolidation(mem):
     assert second.alive and mem.consolidator is second
 
 
+@pytest.mark.slow
 def test_running_consolidation_never_blocks_interpreter_exit(tmp_path):
     script = textwrap.dedent(
         f"""

@@ -32,7 +32,7 @@ from nbmemory import Memory
 
 #: A deadlock or a hung process fails the test instead of hanging the suite; ``crash``:
 #: run again under each DuckDB version the package allows (see ``.ci/run``).
-pytestmark = [pytest.mark.timeout(600), pytest.mark.crash]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.crash, pytest.mark.slow]
 
 #: Generous bound: a child that is still running after this is hung, not slow.
 HANG = 120

@@ -1,4 +1,5 @@
-"""The documentation runs: every ```python block of README.md and docs/*.md.
+"""The documentation runs: every ```python block of README.md, CONTRIBUTING.md and
+docs/*.md.
 
 Each file's blocks run in order, as the cells of one notebook: one IPython
 ``InteractiveShell`` per file (so ``%load_ext nbmemory``, ``%%remember`` and
@@ -27,7 +28,7 @@ from nbmemory.research.datasets import ENV_LOCOMO_PATH
 from nbmemory.store.shared import ENV_SHARED
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 #: Info strings a fenced block may have: the first word is the language.

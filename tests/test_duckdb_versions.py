@@ -29,6 +29,7 @@ FLOOR = os.environ.get("NBMEMORY_DUCKDB_FLOOR", "")
 
 pytestmark = [
     pytest.mark.crash,
+    pytest.mark.slow,
     pytest.mark.skipif(
         not FLOOR,
         reason="set NBMEMORY_DUCKDB_FLOOR to a folder holding the oldest allowed duckdb "

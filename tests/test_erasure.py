@@ -59,6 +59,7 @@ def _store(tmp_path: Path) -> tuple[Path, str]:
     return folder, str(folder / "agent.duckdb")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shared", [False, True], ids=["exclusive", "shared"])
 def test_forgetting_a_user_and_a_fact_leaves_no_byte_of_them(tmp_path, shared) -> None:
     folder, path = _store(tmp_path)

@@ -220,6 +220,7 @@ def test_research_group_matches_the_research_functions(mem: Memory) -> None:
     assert len(frame) == 5 and matrix.shape[0] == 5
 
 
+@pytest.mark.slow
 def test_the_facade_does_not_import_plotly_until_a_figure_is_drawn() -> None:
     code = (
         "import sys\n"

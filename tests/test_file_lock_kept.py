@@ -13,8 +13,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from nbmemory import Memory
 from nbmemory.store import files
+
+#: Each test opens the store from a real second process.
+pytestmark = pytest.mark.slow
 
 PROBE = """
 import duckdb, sys

@@ -13,7 +13,6 @@ from nbmemory.config import DEFAULT_WEIGHTS, FEATURES, SIGNALS
 from nbmemory.research.datasets import load_locomo
 from nbmemory.research.fitting import Sample, fit, fit_weights
 from nbmemory.retrieval.fusion import asks_for_several, names_mentioned, weights_vector
-from nbmemory.retrieval.hybrid import _spread
 
 
 def test_every_feature_has_a_default_weight_and_every_signal_known_features():
@@ -74,15 +73,6 @@ def test_names_a_question_mentions_leave_out_speakers_months_and_its_first_word(
     question = "What did Caroline and Jean see at Universal Studios in May?"
     assert names_mentioned(question, {"caroline"}) == ["Jean", "Studios", "Universal"]
     assert names_mentioned("Melanie went where?", set()) == []
-
-
-def test_diversity_picks_from_a_new_session_before_a_third_from_the_same():
-    scores = np.array([3.0, 2.9, 2.8, 2.5, 1.0])
-    sessions = np.array([0, 0, 0, 1, 2])
-    order = [0, 1, 2, 3, 4]
-    assert _spread(order, scores, sessions, cost=0.0, limit=3) == order
-    assert _spread(order, scores, sessions, cost=0.5, limit=3) == [0, 3, 1, 2, 4]
-    assert _spread(order, scores, sessions, cost=5.0, limit=3) == [0, 3, 4, 1, 2]
 
 
 def test_a_question_asking_for_several_things_gets_several_sessions(tmp_path):

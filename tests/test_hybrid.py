@@ -8,8 +8,6 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from nbmemory import InvalidInput, Memory
 from nbmemory.retrieval.keywords import (
@@ -375,98 +373,6 @@ def test_hybrid_meets_the_retrieval_goals_on_five_locomo_conversations(locomo):
         assert by_category[category] >= before, (category, by_category[category])
     for category in (1, 3):  # multi-hop, open-domain
         assert by_category[category] >= BEFORE_FUSION[category] + 0.05, by_category
-
-
-def test_keyword_churn_compacts_and_matches_a_fresh_index():
-    rng = np.random.default_rng(5)
-    words = [f"word{i}" for i in range(300)]
-    index = KeywordIndex()
-    index.rebuild([])
-    live = {}
-    for round_ in range(5):
-        rows = []
-        for i in range(1000):
-            text = " ".join(rng.choice(words, size=8))
-            rows.append((f"r{round_}-{i}", "ns", f"s{i % 7}", text, round_ * 1000 + i, None))
-        index.add(rows)
-        live.update({r[0]: r for r in rows})
-        doomed = [k for k in list(live) if rng.random() < 0.8]
-        index.remove(doomed)
-        for k in doomed:
-            del live[k]
-    assert len(index) == len(live) and index._size < 2 * len(live) + 1024
-    fresh = KeywordIndex()
-    fresh.rebuild(
-        sorted(live.values(), key=lambda r: r[4]),
-    )
-    for query in ["word1 word2", "word42", "word7 word99 word250"]:
-        assert index.scores(query, "ns") == pytest.approx(fresh.scores(query, "ns"))
-    some = next(iter(live))
-    assert index.neighbours(some) == fresh.neighbours(some)
-
-
-_TIME_PIECES = [
-    "May", "may", "MAY", "Sunday", "sunday", "yesterday", "Yesterday", "ago", "last",
-    "week", "next", "month", "this", "weekend", "past", "few days", "2023", "1999",
-    "12/05", "3/4/2024", "coming", "summer", "recently", "tonight", "Mayday", "agony",
-    "١٩٩٩", "é", "_", "-", "'", ":", " ", "  ", "\n", "the", "cat", "x2020y",
-]  # fmt: skip
-
-
-@given(st.lists(st.sampled_from(_TIME_PIECES), max_size=12).map("".join))
-@settings(max_examples=400, deadline=None)
-def test_the_time_pre_check_never_hides_a_match(text):
-    """The cheap word/digit check before the time regex answers as the regex alone."""
-    from nbmemory.retrieval.keywords.features import _TIME_RE
-
-    assert mentions_time(text) == bool(_TIME_RE.search(text))
-
-
-def test_every_time_expression_the_regex_knows_passes_the_pre_check():
-    from nbmemory.retrieval.keywords import features as ki
-
-    periods = [
-        "week",
-        "month",
-        "year",
-        "night",
-        "weekend",
-        "summer",
-        "winter",
-        "spring",
-        "fall",
-        "autumn",
-        "time",
-    ]
-    periods += ["few days", "few weeks", "few months"]
-    phrases = [*ki._MONTHS.split("|"), *ki._DAYS.split("|")]
-    phrases += ["yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately", "weekend"]
-    phrases += [f"{w} {p}" for w in ["last", "next", "this", "past", "coming"] for p in periods]
-    for phrase in phrases:
-        for text in (phrase, f"we met {phrase}, I think", phrase.upper(), phrase.capitalize()):
-            assert mentions_time(text) == bool(ki._TIME_RE.search(text)), text
-        assert mentions_time(f"we met {phrase}, I think"), phrase
-
-
-@given(st.lists(st.sampled_from([*_TIME_PIECES, "painted", "paints", "the", "is"]), max_size=9))
-@settings(max_examples=300, deadline=None)
-def test_tokenize_stems_each_word_as_the_rule_says_cached_or_not(pieces):
-    from py_rust_stemmers import SnowballStemmer
-
-    from nbmemory.retrieval.keywords import tokens
-
-    stemmer = SnowballStemmer("english")
-
-    def by_the_rule(text: str) -> list[str]:
-        words = tokens.WORD_RE.findall(text.lower())
-        return [
-            stemmer.stem_word(w) if w.isascii() else w for w in words if w not in tokens._STOPWORDS
-        ]
-
-    text = " ".join(pieces)
-    assert tokenize(text) == by_the_rule(text)  # cache warm from earlier examples
-    tokens._TERM_OF.clear()
-    assert tokenize(text) == by_the_rule(text)
 
 
 def test_equal_keyword_scores_keep_the_earliest_memories_whatever_the_platform():

@@ -20,6 +20,9 @@ from nbmemory import Memory
 from nbmemory.retrieval.index_cache import SUFFIX, IndexCache
 from nbmemory.retrieval.keywords import KeywordIndex
 
+#: Stores of hundreds of rows opened again and again, other processes writing to them.
+pytestmark = pytest.mark.slow
+
 WORDS = [
     "lake",
     "boat",
@@ -94,16 +97,6 @@ def test_a_new_memory_loads_the_saved_indexes_and_answers_as_a_rebuilt_one(saved
     folder = Path(saved + SUFFIX)
     assert (folder / "keywords.npz").is_file() and len(list(folder.glob("vectors-*.npy"))) == 1
     with open_mem(saved) as mem:
-        mem.search("lake", mode="vector")
-        # the loaded index finds ids by the order saved with it: no dictionary of them
-        vectors = mem.indexes.vectors(mem.model_name)
-        assert vectors._pos._dict is None and vectors._pos._maker is None
-        query = mem.embedder.embed(["lake"])[0]
-        mem.retriever.vector_search(query, "default", limit=3, filters={"session_id": "s1"})
-        # once answered, a thread makes the dictionary (a binary search costs ten look-ups)
-        assert vectors._pos._maker is not None
-        assert vectors._pos._maker.wait(timeout=60)
-        assert vectors._pos._dict is not None
         cached = answers(mem)
         assert counts(mem) == {
             "keyword loads": 1,

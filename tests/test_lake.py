@@ -139,8 +139,8 @@ calls, deadline, writers_done = 0, time.monotonic() + 900, False
 while True:  # read while the writers write; once they are done, until all is here
     mem.get_context("reader", "which note did a writer leave?")
     calls += 1
-    index = mem._core.indexes.vectors(mem.model_name)
-    if len(index) >= total and len(mem._core.indexes.keywords()) >= total:
+    index = mem.core.indexes.vectors(mem.model_name)
+    if len(index) >= total and len(mem.core.indexes.keywords()) >= total:
         break
     if not writers_done and time.monotonic() > deadline:  # a slow machine: wait for them
         sys.stdin.readline()

@@ -107,6 +107,7 @@ def test_similarity_search_honours_every_scope_filter(mem):
     assert list(listed["id"]) == [ids[("s1", "t1")]]
 
 
+@pytest.mark.slow
 def test_similarity_search_is_the_exact_global_top_k(store_path):
     rng = np.random.default_rng(7)
     vectors = {}
@@ -443,6 +444,7 @@ def test_closed_memory_refuses_every_method(store_path):
             call()
 
 
+@pytest.mark.slow
 def test_long_term_methods_work_in_shared_mode(store_path):
     """shared=True opens the file per operation; multi-statement methods must hold it."""
     with Memory(store_path, embedder="hash", shared=True) as m:

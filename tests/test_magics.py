@@ -23,7 +23,7 @@ from notebook_shell import holding, run
 
 from nbmemory import Context, Event, Memory
 from nbmemory.notebook.magics import RECALL_COLUMNS, MemoryMagics, MemoryStatus
-from nbmemory.retrieval.embedders import CallableEmbedder, HashEmbedder
+from nbmemory.retrieval.embedders import HashEmbedder
 
 
 def snapshot(magics: MemoryMagics) -> tuple[int, int]:
@@ -49,6 +49,7 @@ def remember_conversation(shell: InteractiveShell, session: str = "notebook") ->
 
 
 # -- loading ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_importing_nbmemory_registers_nothing(tmp_path):
     code = textwrap.dedent(
         """
@@ -77,6 +78,8 @@ def test_load_registers_one_class_and_unload_restores_ipython(shell, tmp_path):
     try:
         magics = shell.magics_manager.registry["MemoryMagics"]
         assert isinstance(magics, MemoryMagics)
+        magics.embedder, magics.path = "hash", str(tmp_path / "loaded.duckdb")
+        memory = magics.memory  # the store the magics opened
         line, cell = shell.magics_manager.magics["line"], shell.magics_manager.magics["cell"]
         for name in ("recall", "context", "memory"):
             assert line[name].__self__ is magics
@@ -91,7 +94,7 @@ def test_load_registers_one_class_and_unload_restores_ipython(shell, tmp_path):
     assert "MemoryMagics" not in shell.magics_manager.registry
     assert magics not in shell.configurables
     assert list(shell.input_transformers_cleanup) == cleanup_before
-    assert magics._memory is None  # the store was closed
+    assert memory.closed  # unloading closed the store
     # IPython's %recall is back: bare %recall puts the last result on the next input
     run(shell, "6 * 7")
     run(shell, "%recall")
@@ -614,16 +617,16 @@ def test_recall_on_a_store_another_process_holds_is_a_usage_error(ip, magics):
     assert run(ip, "%recall anything").empty  # free again: opens and answers
 
 
-def test_recall_says_when_embeddings_are_still_running(ip, magics, capsys):
+def test_recall_says_when_embeddings_are_still_running(ip, magics, capsys, monkeypatch):
     release = threading.Event()
+    embed = HashEmbedder.embed
 
-    def slow(texts: list[str]) -> np.ndarray:
+    def slow(self: HashEmbedder, texts: list[str]) -> np.ndarray:
         if "waiting for its vector" in texts:  # the worker's batch, not a query or probe
             release.wait(60)
-        return HashEmbedder().embed(texts)
+        return embed(self, texts)
 
-    magics._embedder = CallableEmbedder(slow, name="nbmemory/hash-384")
-    magics._embedder_key = (magics.embedder, magics.model_path)
+    monkeypatch.setattr(HashEmbedder, "embed", slow)  # the magics' embedder="hash"
     run(ip, "%config MemoryMagics.embed_timeout = 0.2")
     try:
         run(ip, "%%remember\nwaiting for its vector")

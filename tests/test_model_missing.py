@@ -277,6 +277,7 @@ def _script(
     return done, time.monotonic() - started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hub", ["default", "refused"])
 def test_the_main_job_without_model_or_network_ends_fast(
     tmp_path: Path, hub: str, monkeypatch: pytest.MonkeyPatch
@@ -303,6 +304,7 @@ def test_the_main_job_without_model_or_network_ends_fast(
     assert sorted(os.listdir(tmp_path)) == ["cache"]
 
 
+@pytest.mark.slow
 def test_health_says_the_model_is_missing_in_seconds(tmp_path: Path) -> None:
     store = tmp_path / "agent.duckdb"
     with Memory(str(store), embedder="hash") as mem:
@@ -321,6 +323,7 @@ def test_health_says_the_model_is_missing_in_seconds(tmp_path: Path) -> None:
     assert any(line.startswith("embeddings ok") for line in lines)
 
 
+@pytest.mark.slow
 def test_memory_sync_without_a_model_succeeds_and_says_what_is_pending(tmp_path: Path) -> None:
     """The sync is stored (exit 0), and a note says its rows wait for a model."""
     store = tmp_path / "agent.duckdb"
@@ -356,6 +359,7 @@ def _store_with_a_failed_row(path: Path) -> None:
         assert mem.status()["failed"] == 1
 
 
+@pytest.mark.slow
 def test_reembed_failed_from_the_command_line(tmp_path: Path) -> None:
     store = tmp_path / "agent.duckdb"
     _store_with_a_failed_row(store)
@@ -383,6 +387,7 @@ def test_reembed_failed_from_the_command_line(tmp_path: Path) -> None:
         assert (status["embedded"], status["failed"]) == (2, 0)
 
 
+@pytest.mark.slow
 def test_reembed_converts_the_rows_of_another_model(tmp_path: Path) -> None:
     store = tmp_path / "agent.duckdb"
     with Memory(str(store), embedder="hash:64") as mem:

@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 
 from nbmemory import Memory, MemoryNotFound
 
+#: One property test of many generated calls over several namespaces.
+pytestmark = pytest.mark.slow
+
 NAMESPACES = ["alpha", "beta", "gamma"]
 SESSIONS = ["s1", "s2", "shared"]
 WORDS = ["budget", "deadline", "typescript", "coffee", "paris", "dog", "music", "python"]

@@ -20,6 +20,9 @@ from nbmemory import cli
 from nbmemory.errors import InvalidInput
 from nbmemory.notebook.ipython_config import BEGIN, SNIPPET, install, profile_config_path, uninstall
 
+#: Notebooks run in real kernels.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "notebooks" / "quickstart.ipynb"
 TUNING = ROOT / "notebooks" / "threshold-tuning.ipynb"

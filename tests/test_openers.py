@@ -28,6 +28,7 @@ from nbmemory.store import openers
 #: A deadlock or a hung child fails the test instead of hanging the suite.
 pytestmark = [
     pytest.mark.timeout(900),
+    pytest.mark.slow,
     pytest.mark.skipif(openers._LAYOUT is None, reason="no POSIX record locks here"),
 ]
 

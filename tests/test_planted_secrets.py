@@ -23,6 +23,9 @@ import pytest
 
 from nbmemory import Memory, Settings
 
+#: Every form of secret planted in every field of a store, then looked for everywhere.
+pytestmark = pytest.mark.slow
+
 _PEM_LINES = ["MIIEowIBAAKCAQEA7bq9xZ1Q2xlYW5Db2Rl", "UGxlYXNlQ2xlYW5Db2RlMTIzNDU2Nzg5MA"]
 
 

@@ -54,6 +54,7 @@ def test_threshold_tuning_notebook_executes(model_path, locomo_dir, tmp_path) ->
     assert "relevance_threshold:" in last.outputs[0]["text"]
 
 
+@pytest.mark.slow
 def test_notebook_without_data_says_what_to_set(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("NBMEMORY_LOCOMO_PATH", raising=False)
     nb = nbformat.read(NOTEBOOK, as_version=4)

@@ -21,7 +21,7 @@ from nbmemory.retrieval.embedders import HashEmbedder
 from nbmemory.store.migrations import SCHEMA_VERSION
 
 #: ``crash``: run again under the oldest DuckDB the package allows (see ``.ci/run``).
-pytestmark = [pytest.mark.timeout(600), pytest.mark.crash]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.crash, pytest.mark.slow]
 
 HANG = 180
 

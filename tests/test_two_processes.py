@@ -23,7 +23,7 @@ from child_process import child_env, expect, spawn
 from nbmemory import Memory, StoreLocked
 
 #: A deadlock or a hung process fails the test instead of hanging the suite.
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 HANG = 180
 

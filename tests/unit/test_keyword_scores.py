@@ -32,6 +32,7 @@ def build(rows: list[tuple], removed: list[str]) -> KeywordIndex:
     return index
 
 
+@pytest.mark.slow
 @given(
     seed=st.integers(0, 10_000),
     namespaces=st.sampled_from([1, 2]),
@@ -106,6 +107,7 @@ def test_prefetched_scores_are_the_scores():
         assert lazy.get(event_id) == eager.get(event_id)
 
 
+@pytest.mark.slow
 @given(
     seed=st.integers(0, 10_000),
     steps=st.lists(st.sampled_from(["add short", "add long", "remove", "query"]), max_size=8),

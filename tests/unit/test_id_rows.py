@@ -8,6 +8,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nbmemory import Memory
 from nbmemory.retrieval.encoding import permutation, sort_order
 from nbmemory.retrieval.id_rows import IdRows
 
@@ -132,3 +133,24 @@ def test_many_ids_at_once_make_the_dictionary(monkeypatch):
     assert rows.rows(["e1", "e2"]) == [1, 2] and rows._dict is None  # searched
     assert rows.rows(["e1", "e2", "e3", "x"]) == [1, 2, 3, None]
     assert rows._dict is not None  # made
+
+
+def test_a_vector_index_loaded_from_its_saved_copy_searches_its_saved_order_first(store_path):
+    """A store's saved vector index comes back with the sort order saved beside it: no
+    dictionary of ids until a search needs ids looked up, then one made on a thread."""
+    rows = [{"session_id": f"s{i % 5}", "role": "user", "content": f"lake {i}"} for i in range(200)]
+    with Memory(store_path, embedder="hash", index_cache_min_rows=50) as mem:
+        mem.add_events(rows)
+        mem.flush()
+        mem.search("lake", mode="vector")  # builds the index; closing saves it
+    with Memory(store_path, embedder="hash", index_cache_min_rows=50) as mem:
+        mem.search("lake", mode="vector")
+        vectors = mem.indexes.vectors(mem.model_name)
+        assert vectors.loads == 1 and vectors.rebuilds == 0
+        assert vectors._pos._dict is None and vectors._pos._maker is None
+        query = mem.embedder.embed(["lake"])[0]
+        mem.retriever.vector_search(query, "default", limit=3, filters={"session_id": "s1"})
+        # once answered, a thread makes the dictionary (a binary search costs ten look-ups)
+        assert vectors._pos._maker is not None
+        assert vectors._pos._maker.wait(timeout=60)
+        assert vectors._pos._dict is not None

@@ -29,6 +29,7 @@ def assert_same(fast, slow):
     assert fast.columns.tolist() == slow.columns.tolist()
 
 
+@pytest.mark.slow
 def test_index_matches_sql_through_inserts_deletes_and_updates(store_path):
     rng = np.random.default_rng(7)
     with Memory(store_path, embedder=RandomEmbedder()) as mem:
@@ -85,6 +86,7 @@ def test_incremental_updates_avoid_rebuilds(store_path):
         assert len(hits) == 69 and first not in set(hits["id"])
 
 
+@pytest.mark.slow
 def test_index_stays_correct_with_a_concurrent_writer(store_path):
     with Memory(store_path, embedder=RandomEmbedder()) as mem:
         mem.add_events(

@@ -1,0 +1,73 @@
+"""The keyword index's features as units: the cheap pre-check before the time regex
+answers as the regex alone, and the tokeniser stems each word as the rule says, from
+its cache or not.  ``tests/test_hybrid.py`` checks what they do to a search."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbmemory.retrieval.keywords import mentions_time, tokenize
+
+_TIME_PIECES = [
+    "May", "may", "MAY", "Sunday", "sunday", "yesterday", "Yesterday", "ago", "last",
+    "week", "next", "month", "this", "weekend", "past", "few days", "2023", "1999",
+    "12/05", "3/4/2024", "coming", "summer", "recently", "tonight", "Mayday", "agony",
+    "١٩٩٩", "é", "_", "-", "'", ":", " ", "  ", "\n", "the", "cat", "x2020y",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_TIME_PIECES), max_size=12).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_the_time_pre_check_never_hides_a_match(text):
+    """The cheap word/digit check before the time regex answers as the regex alone."""
+    from nbmemory.retrieval.keywords.features import _TIME_RE
+
+    assert mentions_time(text) == bool(_TIME_RE.search(text))
+
+
+def test_every_time_expression_the_regex_knows_passes_the_pre_check():
+    from nbmemory.retrieval.keywords import features as ki
+
+    periods = [
+        "week",
+        "month",
+        "year",
+        "night",
+        "weekend",
+        "summer",
+        "winter",
+        "spring",
+        "fall",
+        "autumn",
+        "time",
+    ]
+    periods += ["few days", "few weeks", "few months"]
+    phrases = [*ki._MONTHS.split("|"), *ki._DAYS.split("|")]
+    phrases += ["yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately", "weekend"]
+    phrases += [f"{w} {p}" for w in ["last", "next", "this", "past", "coming"] for p in periods]
+    for phrase in phrases:
+        for text in (phrase, f"we met {phrase}, I think", phrase.upper(), phrase.capitalize()):
+            assert mentions_time(text) == bool(ki._TIME_RE.search(text)), text
+        assert mentions_time(f"we met {phrase}, I think"), phrase
+
+
+@given(st.lists(st.sampled_from([*_TIME_PIECES, "painted", "paints", "the", "is"]), max_size=9))
+@settings(max_examples=300, deadline=None)
+def test_tokenize_stems_each_word_as_the_rule_says_cached_or_not(pieces):
+    from py_rust_stemmers import SnowballStemmer
+
+    from nbmemory.retrieval.keywords import tokens
+
+    stemmer = SnowballStemmer("english")
+
+    def by_the_rule(text: str) -> list[str]:
+        words = tokens.WORD_RE.findall(text.lower())
+        return [
+            stemmer.stem_word(w) if w.isascii() else w for w in words if w not in tokens._STOPWORDS
+        ]
+
+    text = " ".join(pieces)
+    assert tokenize(text) == by_the_rule(text)  # cache warm from earlier examples
+    tokens._TERM_OF.clear()
+    assert tokenize(text) == by_the_rule(text)
