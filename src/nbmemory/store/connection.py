@@ -44,6 +44,7 @@ from .events import EventsTable
 from .facts import FactsTable, advance_sequence
 from .macros import MacrosTable
 from .sessions import SessionsTable
+from .statements import FileStatements, Statements
 from .tasks import PrefixesTable, TasksTable
 from .vectors import EventVectors
 
@@ -130,6 +131,8 @@ class Store:
         #: Set when another store of this process committed a write to the same file.
         self.peer_wrote = False
         self._peer_key: str | None = None
+        #: The writes whose SQL differs between backends (:mod:`.statements`).
+        self.statements: Statements = self._statements()
         self.events = EventsTable(self)
         self.vectors = self.vectors_class(self)
         self.facts = FactsTable(self)
@@ -191,6 +194,10 @@ class Store:
             if self.con is not None:
                 self._cursor().execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         self.run("CHECKPOINT")
+
+    def _statements(self) -> Statements:
+        """This backend's :class:`~.statements.Statements`: DuckDB's own SQL."""
+        return FileStatements(self.run, self.registered)
 
     def advance_ids(self, sequence: str, at_least: int) -> None:
         """Move ``sequence`` past ``at_least`` so later inserts never reuse an imported id."""
@@ -262,6 +269,13 @@ class Store:
         if self.con is None:
             raise StoreError("this store is closed; open a new Memory(path)")
         return self.con
+
+    def locked(self) -> contextlib.AbstractContextManager[Any]:
+        """Hold the store's lock while the block runs: no statement of another thread,
+        no commit and no announcement of a change slips in between (caches read the
+        table and follow its changes under it).  Reentrant; a shared store holds the
+        file meanwhile."""
+        return self._lock
 
     def turn(self) -> contextlib.AbstractContextManager[Any]:
         """Hold the file for a whole call (shared mode); a no-op for a store this process owns."""

@@ -75,20 +75,13 @@ class TableObject:
         return out
 
     def insert_rows(self, rows: Sequence[dict[str, Any]]) -> int:
-        """Bulk insert through Arrow (``INSERT ... BY NAME``); returns the row count."""
+        """Bulk insert through Arrow (by column name); returns the row count."""
         self._write()
         if not rows:
             return 0
         data = self.table.to_arrow([self._redact(r) for r in rows])
-        return self._insert_arrow(data)
-
-    def _insert_arrow(self, data: pa.Table, returning: str = "") -> Any:
-        with self.store.registered("_nbmemory_rows", data) as view:
-            result = self.store.run(
-                f"INSERT INTO {self.table.name} BY NAME SELECT * FROM {view}"
-                + (f" RETURNING {returning}" if returning else "")
-            )
-        return result if returning else data.num_rows
+        self.store.statements.insert_arrow(self.table.name, data)
+        return data.num_rows
 
     def existing(self, values: Iterable[Any], column: str | None = None) -> set[Any]:
         """Which of ``values`` are already in the key ``column`` (default: the table key)."""

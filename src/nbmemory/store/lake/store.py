@@ -13,8 +13,8 @@ table objects' SQL runs unchanged, with these differences, all kept here:
   upserted, a session closed) are updates; if another writer touched the same
   table meanwhile the commit fails with :class:`~nbmemory.errors.WriteConflict`,
   and ``Memory`` runs the call again.
-* **No keys, sequences or RETURNING** in DuckLake: :mod:`.statements` runs our
-  statements without them; ids come from :meth:`LakeStore.next_seq` and a counter.
+* **No keys, sequences or RETURNING** in DuckLake: :mod:`.keyed_writes` runs the
+  table objects' writes by key; ids come from :meth:`LakeStore.next_seq` and a counter.
 * **Other processes' writes** arrive through the lake's change feed:
   :meth:`LakeStore.refresh` (called before every search and context read) asks
   the catalog for snapshots made since the last one it saw by other writers and
@@ -52,7 +52,9 @@ from ..changes import Change, Vectors
 from ..connection import Params, Store
 from ..migrations import FORMAT, SCHEMA_VERSION
 from ..schema import READ_COLUMNS
-from . import extensions, fence, first_open, maintenance, statements, tables
+from ..statements import Statements
+from . import extensions, fence, first_open, maintenance, tables
+from .keyed_writes import LakeStatements
 from .url import LakeUrl, parse_lake_url, sql_literal
 from .vectors import LakeEventVectors
 
@@ -408,17 +410,9 @@ class LakeStore(Store):
         self._small_ids = [i for i in self._small_ids if i > at_least]
 
     # -- statements and transactions ------------------------------------------------------
-    def run(self, sql: str, params: Params = None, fetch: str = "rows") -> Any:
-        if not statements.needs_translation(sql):
-            return super().run(sql, params, fetch)
-        with self.transaction():
-            translated = statements.Translated(
-                lambda s, p: Store.run(self, s, p), LAKE, self.small_id, self.next_seq
-            )
-            rows = statements.run(translated, sql, list(params or []))
-        if fetch == "rows":
-            return rows
-        raise StoreError(f"internal: a lake write cannot be fetched as {fetch}")
+    def _statements(self) -> Statements:
+        """Writes by key, ids from the lake's counters (:mod:`.keyed_writes`)."""
+        return LakeStatements(self.run, self.registered, LAKE, self.small_id, self.next_seq)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Change]:
