@@ -163,7 +163,8 @@ class Store:
     def _open_schema(self, *, read_only: bool, adopt: bool) -> None:
         """Check the file is ours and bring its tables up to this version."""
         assert self.con is not None
-        files.check_blocks(self.con, self.path)
+        if self.on_disk:
+            files.check_blocks(self.con, self.path)
         if read_only:
             migrations.check_readable(self)
         else:
@@ -183,7 +184,7 @@ class Store:
         as it was before the migration, a kill after leaves it migrated.  The explicit
         ``CHECKPOINT`` after covers a commit that could not checkpoint.
         """
-        if self.read_only or self.path == ":memory:":
+        if self.read_only or not self.on_disk:
             yield
             return
         cursor = self._cursor()  # SET takes no parameters: the values are our constants
@@ -258,6 +259,12 @@ class Store:
     @property
     def closed(self) -> bool:
         return self.con is None
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the rows are in a DuckDB file of this machine (not ``:memory:``, not
+        another backend's): what checks of the file's bytes, WAL and size apply to."""
+        return self.backend == "file" and self.path != ":memory:"
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         if self._on_side():
@@ -609,7 +616,7 @@ class Store:
 
     def stored_bytes(self) -> int:
         """Bytes the store takes on disk (0 in memory): what :meth:`rewrite` shrinks."""
-        return 0 if self.path == ":memory:" else os.path.getsize(self.path)
+        return os.path.getsize(self.path) if self.on_disk else 0
 
     def rewrite(self, *, expire_snapshots: bool = False) -> dict[str, int]:
         """Rewrite the file from its live rows, so freed blocks are gone from its bytes.
@@ -620,7 +627,7 @@ class Store:
         (``COPY FROM DATABASE``) and puts it in place of the old one atomically.
         Returns counts of what was done besides (none for a file).
         """
-        if self.path == ":memory:" or self.read_only:
+        if not self.on_disk or self.read_only:
             return {}
         with self._rows_held(), self._lock:
             if self.in_transaction:

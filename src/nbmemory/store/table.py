@@ -10,14 +10,12 @@ and announced" holds for every write.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
+from .backend import TableHost
 from .schema import Table
-
-if TYPE_CHECKING:
-    from .connection import Store
 
 
 class TableObject:
@@ -25,7 +23,7 @@ class TableObject:
 
     table: Table
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: TableHost) -> None:
         self.store = store
 
     def _write(self) -> None:

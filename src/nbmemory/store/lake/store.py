@@ -56,7 +56,7 @@ from ..statements import Statements
 from . import extensions, fence, first_open, maintenance, tables
 from .keyed_writes import LakeStatements
 from .url import LakeUrl, parse_lake_url, sql_literal
-from .vectors import LakeEventVectors
+from .vector_marks import LakeEventVectors
 
 #: The name the lake is attached under in each process's DuckDB.
 LAKE = "lake"
