@@ -6,6 +6,9 @@
 * :mod:`.connection` — :class:`Store`: one DuckDB connection, its lock,
   transactions, and the announcement of every committed change;
 * :mod:`.statements` — the writes whose SQL differs, as structured calls;
+* :mod:`.side`, :mod:`.lean_scan`, :mod:`.plain_sql` — the connection's helpers: the
+  embedding worker's transaction beside the caller's, scans that do not fill
+  DuckDB's buffer pool, and the escape hatch (plain SQL);
 * :mod:`.peers` — stores of one process open on one file, telling each other
   when they write (so each one's caches follow the other's writes);
 * :mod:`.shared` — :class:`SharedStore`: several processes taking turns on a file;

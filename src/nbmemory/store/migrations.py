@@ -414,3 +414,21 @@ def _copy_messages(store: MigratingStore) -> int:
     # the old rows stay (renamed) rather than being dropped: nothing is lost
     store.run(f"ALTER TABLE {LEGACY_MESSAGES} RENAME TO {LEGACY_RENAMED}{suffix}")
     return copied
+
+
+def recorded_version(store: MigratingStore) -> int:
+    """The version ``nbmemory_meta`` records (0 before there is one); a value that is
+    not a whole number means the file was damaged: :class:`StoreError` says so."""
+    if not store.table_exists("nbmemory_meta"):
+        return 0
+    value = store.meta.get("schema_version")
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        raise StoreError(
+            f"{store.path} is damaged: nbmemory_meta holds schema_version {str(value)[:40]!r}, "
+            "not a number; nothing was changed. Restore the file from a backup, or, if "
+            "only that value is wrong, set it back with DuckDB (UPDATE nbmemory_meta SET "
+            f"value = '{SCHEMA_VERSION}' WHERE key = 'schema_version', when "
+            "nbmemory_migrations lists every migration of this nbmemory)"
+        ) from None

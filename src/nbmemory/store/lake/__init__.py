@@ -5,7 +5,9 @@
 * :mod:`.tables` — the lake's tables, made from the file's declarations;
 * :mod:`.keyed_writes` — the store's writes by key (no ``RETURNING``, ``ON CONFLICT``);
 * :mod:`.vector_marks` — vectors appended, never marked on the event row;
-* :mod:`.store` — :class:`LakeStore`: connection, ids, conflicts, the change feed;
+* :mod:`.store` — :class:`LakeStore`: connection, ids, conflicts, transactions;
+* :mod:`.feed` — the change feed: other writers' snapshots, row by row, to the caches;
+* :mod:`.lake_errors` — DuckDB's errors about the lake as one line naming the fix;
 * :mod:`.first_open` — a brand-new lake made by one process while the others wait;
 * :mod:`.maintenance` — status, snapshots, compaction, expiry and erasure (purge);
 * :mod:`.fence` — purge, compaction and expiry between other writers' transactions;
