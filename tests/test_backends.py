@@ -7,6 +7,8 @@ in-memory DuckDB with no file, and registers it for ``toy:`` addresses.  Here
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import toy_backend
 
@@ -61,3 +63,30 @@ def test_an_unregistered_prefix_is_not_a_backend(tmp_path):
     """Without its registration ``toy:`` is no backend: lake options are refused for it."""
     with pytest.raises(InvalidInput, match="data_path"):
         Memory("toy:notes", embedder="hash", data_path=str(tmp_path))
+
+
+SRC = Path(__file__).parent.parent / "src" / "nbmemory"
+
+
+def test_the_store_keeps_the_shape_issue_35_asks_for():
+    """Small modules, no SQL rewritten from text, no import of the store back into what
+    it holds (not even for type checking), and one name per module."""
+    store = SRC / "store"
+    long = {
+        str(p.relative_to(SRC)): n
+        for p in store.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
+    }
+    assert long == {}
+    regex = {str(p.relative_to(SRC)) for p in store.rglob("*.py") if "import re\n" in p.read_text()}
+    # only DuckDB's error messages and the lake's address are read with regexes
+    assert regex == {"store/files.py", "store/lake/lake_errors.py", "store/lake/url.py"}
+    assert [p.name for p in store.rglob("*.py") if "TYPE_CHECKING:" in p.read_text()] == [
+        "__init__.py"  # LakeStore, named for type checkers, imported when first asked for
+    ]
+    names: dict[str, list[str]] = {}
+    for path in SRC.rglob("*.py"):
+        if path.name != "__init__.py":
+            names.setdefault(path.name, []).append(str(path.relative_to(SRC)))
+    shared = {name: paths for name, paths in names.items() if len(paths) > 1}
+    assert set(shared) <= {"ipython_config.py"}  # the CLI's and the notebook's: left to the lead
