@@ -188,7 +188,7 @@ mem = Memory(url, embedder="hash", background_consolidation=False)
 doomed = mem.add_event("s", "user", "delete me while a purge waits").id
 print("ready " + doomed, flush=True)
 with mem.store.transaction():
-    mem.store.execute("DELETE FROM events WHERE id = ?", [doomed])
+    mem.store.execute("DELETE FROM lake.main.events WHERE id = ?", [doomed])
     print("deleting", flush=True)
     sys.stdin.readline()
 print("committed", flush=True)

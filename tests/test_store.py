@@ -296,14 +296,14 @@ def test_statements_are_parameterised_against_hostile_strings(mem):
 
 def test_bulk_insert_goes_through_arrow_not_executemany(mem, monkeypatch):
     calls = []
-    table = mem.store.events
-    original = table._insert_arrow
+    statements = mem.store.statements
+    original = statements.insert_arrow
 
-    def spy(data, returning=""):
-        calls.append((table.table.name, data.num_rows))
-        return original(data, returning)
+    def spy(table, data, returning=()):
+        calls.append((table, data.num_rows))
+        return original(table, data, returning=returning)
 
-    monkeypatch.setattr(table, "_insert_arrow", spy)
+    monkeypatch.setattr(statements, "insert_arrow", spy)
     ids = mem.add_events(
         [{"session_id": "bulk", "role": "user", "content": f"row {i}"} for i in range(500)]
     )

@@ -118,7 +118,7 @@ class Indexes:
         if index is None:
             index = self._vectors.setdefault(model, VectorIndex(model))
         if index.stale:
-            with self.store._lock, index._lock:  # lock order: store, then index
+            with self.store.locked(), index._lock:  # lock order: store, then index
                 if index.stale:
                     self._build_vectors(index)
                     self._unless_committed(index)
@@ -131,7 +131,7 @@ class Indexes:
         self.store.refresh()
         index = self._keywords
         if index.stale:
-            with self.store._lock, index._lock:
+            with self.store.locked(), index._lock:
                 if index.stale:
                     self._fill_keywords(index)
                     self._unless_committed(index)

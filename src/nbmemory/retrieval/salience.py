@@ -31,7 +31,7 @@ class SalientIds:
         """The salient ids of ``namespace`` at ``threshold``."""
         self.store.refresh()  # another process may have written: then the sets are dropped
         key = (namespace, float(threshold))
-        with self.store._lock:  # changes are announced under it: none slips in between
+        with self.store.locked():  # changes are announced under it: none slips in between
             if self.store.in_transaction:  # uncommitted rows are seen by SQL, not announced yet
                 return frozenset(self.store.events.ids_at_least(namespace, threshold))
             ids = self._sets.get(key)

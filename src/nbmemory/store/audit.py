@@ -48,10 +48,11 @@ class AuditTable(TableObject):
         text = json.dumps(details, ensure_ascii=False, default=str, sort_keys=True)
         if self.store.redactor is not None:  # details quote what callers handed in
             text = self.store.redactor(text)[0]
-        self.store.run(
-            "INSERT INTO audit_log (logged_at, namespace, actor, action, target_ids, details)"
-            f" VALUES (make_timestamp(?), ?, ?, ?, {ids_sql}, ?)",
-            [to_epoch_us(at), namespace, actor, action, ids_param, text],
+        row: dict[str, Any] = {"logged_at": to_epoch_us(at), "namespace": namespace}
+        row["actor"] = actor
+        row.update(action=action, target_ids=ids_param, details=text)
+        self.store.statements.insert(
+            "audit_log", row, placeholders={"logged_at": "make_timestamp(?)", "target_ids": ids_sql}
         )
 
     def frame(
@@ -138,9 +139,11 @@ class AuditTable(TableObject):
             }
         )
         with self.store.registered("_nbmemory_audit_rows", data) as view:
-            self.store.run(
-                "UPDATE audit_log SET actor = v.actor, target_ids = v.target_ids,"
-                f" details = v.details FROM {view} v WHERE audit_log.id = v.id"
+            self.store.statements.update(
+                "audit_log",
+                "actor = v.actor, target_ids = v.target_ids, details = v.details",
+                where_sql="audit_log.id = v.id",
+                from_=f"{view} v",
             )
         return len(rows)
 
@@ -153,7 +156,7 @@ class AuditTable(TableObject):
         """Apply the retention: delete rows logged before ``cutoff``; returns how many."""
         self._write()
         return len(
-            self.store.run("DELETE FROM audit_log WHERE logged_at < ? RETURNING id", [cutoff])
+            self.store.statements.delete("audit_log", "logged_at < ?", [cutoff], returning=("id",))
         )
 
 
@@ -167,10 +170,7 @@ class MetaTable(TableObject):
     def setdefault(self, key: str, value: str) -> str:
         """The value of ``key``, stored as ``value`` first when there is none."""
         self._write()
-        self.store.run(
-            "INSERT INTO nbmemory_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            [key, value],
-        )
+        self.store.statements.insert("nbmemory_meta", {"key": key, "value": value}, if_absent=True)
         stored = self.get(key)
         assert stored is not None
         return stored
@@ -179,5 +179,5 @@ class MetaTable(TableObject):
         """Remove ``key``; True when it was there."""
         self._write()
         present = self.get(key) is not None
-        self.store.run("DELETE FROM nbmemory_meta WHERE key = ?", [key])
+        self.store.statements.delete("nbmemory_meta", "key = ?", [key])
         return present

@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import duckdb
-import pandas as pd
 import pyarrow as pa
 
 from ..errors import StoreError
@@ -42,8 +41,13 @@ from .audit import AuditTable, MetaTable
 from .changes import Change, Listener
 from .events import EventsTable
 from .facts import FactsTable, advance_sequence
+from .files import CHECKPOINT_THRESHOLD, DISABLED_COMPRESSION
+from .lean_scan import LeanScans
 from .macros import MacrosTable
+from .plain_sql import PlainSQL, fetched
 from .sessions import SessionsTable
+from .side import Side
+from .statements import FileStatements, Statements
 from .tasks import PrefixesTable, TasksTable
 from .vectors import EventVectors
 
@@ -51,31 +55,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: DuckDB's memory limit while a scan is read into one of our caches (see ``stream``).
-LEAN_SCAN_MEMORY = "256MB"
-#: How much WAL a store lets grow before DuckDB checkpoints (DuckDB's default: 16 MB).
-#: Each checkpoint rewrites the last, partly filled row group of ``event_vectors``
-#: (122,880 rows, ~190 MB of 384-d vectors): checkpointing every 16 MB, bulk ingest
-#: spent most of its time rewriting the same vectors (~50 µs a row at 300k rows, 60% of
-#: ``add_events``).  The price: up to this much written data waits in memory and in the
-#: WAL (replayed by the next open after a crash: ~1.7 s for 440 MB), and ``close``
-#: checkpoints it.
-CHECKPOINT_THRESHOLD = "512MB"
-#: Compression DuckDB is told not to try when it checkpoints.  ALP and ALP-RD are its
-#: float codecs: on embeddings (all-MiniLM-L6-v2 vectors of LoCoMo turns) ALP-RD made
-#: the column 2% *larger* than storing it plain and took a third of each checkpoint's
-#: time analysing and encoding, and decoding it slowed every scan of the vectors.
-DISABLED_COMPRESSION = "alp,alprd"
-
-
-def _memory_limit(cursor: duckdb.DuckDBPyConnection) -> str:
-    return str(cursor.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
-
 
 Params = Sequence[Any] | dict[str, Any] | None
 
 
-class Store:
+class Store(PlainSQL):
     """One open DuckDB file (or ``:memory:``) with nbmemory's schema."""
 
     #: Where the rows live: ``"file"`` (a DuckDB file) or ``"ducklake"`` (:mod:`.lake`).
@@ -101,9 +85,7 @@ class Store:
         #: transaction :meth:`beside` runs (its statements do not take ``_lock``).
         self._rows_lock = threading.RLock()
         #: The cursor :meth:`beside` writes on, the thread in it and its change record.
-        self._side_cursor: duckdb.DuckDBPyConnection | None = None
-        self._side_owner: int | None = None
-        self._side_pending: Change | None = None
+        self._side = Side()
         #: ``.on`` while the current thread opens transactions that only append.
         self._appending = threading.local()
         #: Who writes (set by the writer; a lake puts it in each commit message).
@@ -112,9 +94,7 @@ class Store:
         self.statements_run = 0
         #: Rows of a legacy ``messages`` table copied into ``events`` when this store opened.
         self.migrated_messages = 0
-        #: id(cursor) -> (a memory limit someone set, as read before our lean scans;
-        #: what DuckDB showed once we had put it back)
-        self._memory_limits: dict[int, tuple[str, str | None]] = {}
+        self._lean_scans = LeanScans()
         self._listeners: list[Listener] = []
         #: Removes secrets from user text before it is stored: ``text -> (text, count)``.
         self.redactor: Callable[[str], tuple[str, int]] | None = None
@@ -130,6 +110,8 @@ class Store:
         #: Set when another store of this process committed a write to the same file.
         self.peer_wrote = False
         self._peer_key: str | None = None
+        #: The writes whose SQL differs between backends (:mod:`.statements`).
+        self.statements: Statements = self._statements()
         self.events = EventsTable(self)
         self.vectors = self.vectors_class(self)
         self.facts = FactsTable(self)
@@ -160,7 +142,8 @@ class Store:
     def _open_schema(self, *, read_only: bool, adopt: bool) -> None:
         """Check the file is ours and bring its tables up to this version."""
         assert self.con is not None
-        files.check_blocks(self.con, self.path)
+        if self.on_disk:
+            files.check_blocks(self.con, self.path)
         if read_only:
             migrations.check_readable(self)
         else:
@@ -180,7 +163,7 @@ class Store:
         as it was before the migration, a kill after leaves it migrated.  The explicit
         ``CHECKPOINT`` after covers a commit that could not checkpoint.
         """
-        if self.read_only or self.path == ":memory:":
+        if self.read_only or not self.on_disk:
             yield
             return
         cursor = self._cursor()  # SET takes no parameters: the values are our constants
@@ -191,6 +174,10 @@ class Store:
             if self.con is not None:
                 self._cursor().execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         self.run("CHECKPOINT")
+
+    def _statements(self) -> Statements:
+        """This backend's :class:`~.statements.Statements`: DuckDB's own SQL."""
+        return FileStatements(self.run, self.registered)
 
     def advance_ids(self, sequence: str, at_least: int) -> None:
         """Move ``sequence`` past ``at_least`` so later inserts never reuse an imported id."""
@@ -240,7 +227,7 @@ class Store:
         with self._rows_held(), self._lock:
             peers.leave(self, self._peer_key)
             self._reopen = False
-            self._drop_side_cursor()
+            self._side.drop()
             if self.con is not None:
                 con, self.con = self.con, None
                 with contextlib.suppress(duckdb.Error):  # a full disk cannot checkpoint
@@ -252,16 +239,29 @@ class Store:
     def closed(self) -> bool:
         return self.con is None
 
+    @property
+    def on_disk(self) -> bool:
+        """Whether the rows are in a DuckDB file of this machine (not ``:memory:``, not
+        another backend's): what checks of the file's bytes, WAL and size apply to."""
+        return self.backend == "file" and self.path != ":memory:"
+
     def _cursor(self) -> duckdb.DuckDBPyConnection:
-        if self._on_side():
-            assert self._side_cursor is not None
-            return self._side_cursor
+        if self._side.here():
+            assert self._side.cursor is not None
+            return self._side.cursor
         if self.con is None and self._reopen:  # after a full disk or an invalidation
             self.con = self._connect()
             self._reopen = False
         if self.con is None:
             raise StoreError("this store is closed; open a new Memory(path)")
         return self.con
+
+    def locked(self) -> contextlib.AbstractContextManager[Any]:
+        """Hold the store's lock while the block runs: no statement of another thread,
+        no commit and no announcement of a change slips in between (caches read the
+        table and follow its changes under it).  Reentrant; a shared store holds the
+        file meanwhile."""
+        return self._lock
 
     def turn(self) -> contextlib.AbstractContextManager[Any]:
         """Hold the file for a whole call (shared mode); a no-op for a store this process owns."""
@@ -295,7 +295,7 @@ class Store:
                 try:
                     if fetch == "arrow":  # a relation hands Arrow over without a copy
                         return self._cursor().sql(sql, params=params or None).to_arrow_table()
-                    return _fetch(self._cursor().execute(sql, params or []), fetch)
+                    return fetched(self._cursor().execute(sql, params or []), fetch)
                 except duckdb.TransactionException as exc:
                     if "invalidated" in str(exc) or attempt == attempts - 1:
                         self._failed(exc)
@@ -315,7 +315,7 @@ class Store:
         ):
             return
         with self._lock:
-            self._drop_side_cursor()
+            self._side.drop()
             con, self.con = self.con, None
             self._reopen = True
             if con is not None:
@@ -336,41 +336,21 @@ class Store:
         ``lean=True`` is for a scan read once into a cache of our own (the vector
         index): DuckDB's buffer pool would otherwise keep the blocks it read, up to
         80% of RAM (at 1M vectors, 1 GB more peak RSS for nothing), so its memory
-        limit is lowered to :data:`LEAN_SCAN_MEMORY` for the scan and put back after.
+        limit is lowered to :data:`.lean_scan.LEAN_SCAN_MEMORY` for the scan and put back after.
         """
         with self._guard():
             self.statements_run += 1
             try:
-                with self._lean() if lean else contextlib.nullcontext():
+                with (
+                    self._lean_scans.lean(self._cursor, lambda: self.con is not None)
+                    if lean
+                    else contextlib.nullcontext()
+                ):
                     reader = self._cursor().sql(sql, params=params or None).to_arrow_reader(rows)
                     yield from reader
             except duckdb.Error as exc:
                 self._failed(exc)
                 raise
-
-    @contextlib.contextmanager
-    def _lean(self) -> Iterator[None]:
-        cursor = self._cursor()
-        shown = _memory_limit(cursor)
-        cursor.execute("RESET memory_limit")
-        default = _memory_limit(cursor) == shown
-        # DuckDB shows a limit rounded down ("3GB" reads "2.7 GiB"): a limit someone set
-        # is put back as it read before our first scan, and does not drift further.
-        original, after = self._memory_limits.get(id(cursor), (shown, None))
-        if shown != after:
-            original = shown
-        # SET takes no parameters: the values are DuckDB's own setting and our constant
-        cursor.execute(f"SET memory_limit = '{LEAN_SCAN_MEMORY}'")
-        try:
-            yield
-        finally:
-            if self.con is not None:
-                cursor = self._cursor()
-                if default:
-                    cursor.execute("RESET memory_limit")
-                else:
-                    cursor.execute(f"SET memory_limit = '{original.replace(chr(39), '')}'")
-                    self._memory_limits = {id(cursor): (original, _memory_limit(cursor))}
 
     @contextlib.contextmanager
     def registered(self, name: str, data: pa.Table) -> Iterator[str]:
@@ -388,11 +368,11 @@ class Store:
     def in_transaction(self) -> bool:
         """True on the thread that holds an open transaction."""
         me = threading.get_ident()
-        return self._tx_owner == me or self._side_owner == me
+        return self._tx_owner == me or self._side.owner == me
 
     def _on_side(self) -> bool:
         """Whether the current thread is in the transaction :meth:`beside` runs."""
-        return self._side_owner is not None and self._side_owner == threading.get_ident()
+        return self._side.here()
 
     def _guard(self) -> contextlib.AbstractContextManager[Any]:
         """The lock a statement takes: ``_lock``, or none inside :meth:`beside`."""
@@ -400,8 +380,8 @@ class Store:
 
     def _open_change(self) -> Change | None:
         """The change record of the current thread's open transaction, if any."""
-        if self._on_side():
-            return self._side_pending
+        if self._side.here():
+            return self._side.pending
         if self._pending is not None and self._tx_owner == threading.get_ident():
             return self._pending
         return None
@@ -432,9 +412,9 @@ class Store:
         rollback announces nothing.  A transaction opened inside another on the
         same thread joins it.
         """
-        if self._on_side():  # joins the transaction beside
-            assert self._side_pending is not None
-            yield self._side_pending
+        if self._side.here():  # joins the transaction beside
+            assert self._side.pending is not None
+            yield self._side.pending
             return
         with self._rows_held(), self._lock:
             if self.in_transaction:
@@ -480,23 +460,23 @@ class Store:
             try:
                 result = block(change)
                 with self._lock:
-                    pending = self._end_side(cursor, "COMMIT")
+                    pending = self._side.end(cursor, "COMMIT")
                     if pending:
                         peers.wrote(self, self._peer_key)
                         self._announce(pending)
                 return result
             except duckdb.TransactionException as exc:  # not expected under the rows lock
-                self._end_side(cursor, "ROLLBACK")
+                self._side.end(cursor, "ROLLBACK")
                 if "invalidated" in str(exc):
                     self._failed(exc)
                     raise
                 log.warning("nbmemory: a write beside the caller's conflicted; writing it again")
             except duckdb.Error as exc:
-                self._end_side(cursor, "ROLLBACK")
+                self._side.end(cursor, "ROLLBACK")
                 self._failed(exc)
                 raise
             except BaseException:
-                self._end_side(cursor, "ROLLBACK")
+                self._side.end(cursor, "ROLLBACK")
                 raise
             with self.transaction() as again:
                 return block(again)
@@ -505,37 +485,10 @@ class Store:
         """Open the transaction :meth:`beside` runs, on its cursor (made on first use)."""
         with self._lock:
             try:
-                if self._side_cursor is None:
-                    self._side_cursor = self._cursor().cursor()
-                self._side_cursor.execute("BEGIN TRANSACTION")
+                return self._side.begin(lambda: self._cursor().cursor())
             except duckdb.Error as exc:
-                self._drop_side_cursor()
                 self._failed(exc)
                 raise
-            change = Change()
-            self._side_owner, self._side_pending = threading.get_ident(), change
-            return self._side_cursor, change
-
-    def _end_side(self, cursor: duckdb.DuckDBPyConnection, verb: str) -> Change:
-        """COMMIT or ROLLBACK the transaction :meth:`beside` runs on ``cursor`` (a
-        ROLLBACK of one already ended does nothing)."""
-        pending, self._side_pending = self._side_pending or Change(), None
-        self._side_owner = None
-        try:
-            cursor.execute(verb)
-        except duckdb.Error:
-            if verb == "COMMIT":
-                with contextlib.suppress(duckdb.Error):
-                    cursor.execute("ROLLBACK")
-                raise
-        return pending
-
-    def _drop_side_cursor(self) -> None:
-        """Close the cursor of :meth:`beside` (its connection is going or gone)."""
-        cursor, self._side_cursor = self._side_cursor, None
-        if cursor is not None:
-            with contextlib.suppress(duckdb.Error):
-                cursor.close()
 
     def _end_transaction(self, verb: str) -> Change:
         pending, self._pending = self._pending or Change(), None
@@ -595,7 +548,7 @@ class Store:
 
     def stored_bytes(self) -> int:
         """Bytes the store takes on disk (0 in memory): what :meth:`rewrite` shrinks."""
-        return 0 if self.path == ":memory:" else os.path.getsize(self.path)
+        return os.path.getsize(self.path) if self.on_disk else 0
 
     def rewrite(self, *, expire_snapshots: bool = False) -> dict[str, int]:
         """Rewrite the file from its live rows, so freed blocks are gone from its bytes.
@@ -606,69 +559,20 @@ class Store:
         (``COPY FROM DATABASE``) and puts it in place of the old one atomically.
         Returns counts of what was done besides (none for a file).
         """
-        if self.path == ":memory:" or self.read_only:
+        if not self.on_disk or self.read_only:
             return {}
         with self._rows_held(), self._lock:
             if self.in_transaction:
                 raise StoreError("internal: a file cannot be rewritten inside a transaction")
             con = self._cursor()
-            con.execute("CHECKPOINT")
-            name = con.execute("SELECT current_database()").fetchall()[0][0]
-            fresh = self.path + ".nbmemory-rewrite"
-            for leftover in (fresh, fresh + ".wal"):
-                if os.path.exists(leftover):
-                    os.remove(leftover)
-            # a file name cannot be a parameter of ATTACH: quoted as a literal instead
-            con.execute(
-                f"ATTACH '{fresh.replace(chr(39), chr(39) * 2)}' AS nbmemory_rewrite"
-                f" (STORAGE_VERSION '{files.STORAGE_VERSION}')"
-            )
-            try:
-                con.execute(
-                    f'COPY FROM DATABASE "{name.replace(chr(34), chr(34) * 2)}" TO nbmemory_rewrite'
-                )
-            finally:
-                con.execute("DETACH nbmemory_rewrite")
-            self._drop_side_cursor()
+            fresh = files.copy_live_rows(con, self.path)
+            self._side.drop()
             con.close()
             self.con = None
             files.replace_file(fresh, self.path)
             self.con = self._connect()
         self.mark_stale()
         return {}
-
-    # -- the escape hatch: plain SQL -----------------------------------------------------
-    def _raw(self, sql: str, params: Params, fetch: str) -> Any:
-        reads = _reads_only(sql)
-        # plain SQL that writes may change any row: it waits for a write beside (rows lock)
-        with contextlib.nullcontext() if reads else self._rows_held(), self._lock:
-            result = self.run(sql, params, fetch)
-            if not reads:
-                self.mark_stale()
-            return result
-
-    def execute(self, sql: str, params: Params = None) -> None:
-        """Run one statement, discarding any result (plain SQL for tests and research)."""
-        self._raw(sql, params, "rows")
-
-    def fetchall(self, sql: str, params: Params = None) -> list[tuple]:
-        """Run one statement and return every row."""
-        rows: list[tuple] = self._raw(sql, params, "rows")
-        return rows
-
-    def fetchone(self, sql: str, params: Params = None) -> Any:
-        rows = self.fetchall(sql, params)
-        return rows[0] if rows else None
-
-    def df(self, sql: str, params: Params = None) -> pd.DataFrame:
-        """Run one statement and return a pandas DataFrame."""
-        frame: pd.DataFrame = self._raw(sql, params, "df")
-        return frame
-
-    def records(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
-        """Rows as dicts (column name -> Python value)."""
-        rows: list[dict[str, Any]] = self._raw(sql, params, "records")
-        return rows
 
     # -- schema ------------------------------------------------------------------------
     def tables(self) -> list[str]:
@@ -689,35 +593,4 @@ class Store:
     def schema_version(self) -> int:
         """The version ``nbmemory_meta`` records (0 before there is one); a value that is
         not a whole number means the file was damaged: :class:`StoreError` says so."""
-        if not self.table_exists("nbmemory_meta"):
-            return 0
-        value = self.meta.get("schema_version")
-        try:
-            return int(value) if value else 0
-        except ValueError:
-            raise StoreError(
-                f"{self.path} is damaged: nbmemory_meta holds schema_version {str(value)[:40]!r}, "
-                "not a number; nothing was changed. Restore the file from a backup, or, if "
-                "only that value is wrong, set it back with DuckDB (UPDATE nbmemory_meta SET "
-                f"value = '{migrations.SCHEMA_VERSION}' WHERE key = 'schema_version', when "
-                "nbmemory_migrations lists every migration of this nbmemory)"
-            ) from None
-
-
-def _reads_only(sql: str) -> bool:
-    """Whether DuckDB parses ``sql`` as nothing but SELECT statements."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error:
-        return False
-    return all(s.type == duckdb.StatementType.SELECT for s in statements)
-
-
-def _fetch(cursor: duckdb.DuckDBPyConnection, fetch: str) -> Any:
-    if fetch == "df":
-        return cursor.df()
-    rows = cursor.fetchall()
-    if fetch == "records":
-        names = [d[0] for d in cursor.description or []]
-        return [dict(zip(names, row, strict=True)) for row in rows]
-    return rows
+        return migrations.recorded_version(self)

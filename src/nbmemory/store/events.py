@@ -21,7 +21,8 @@ from .table import TableObject
 from .vectors import embedded_vectors, mark_embedded
 
 _READ = ", ".join(READ_COLUMNS)
-_TEXT_ROW = "id, namespace, session_id, content, created_at, seq"
+_TEXT_COLUMNS = ("id", "namespace", "session_id", "content", "created_at", "seq")
+_TEXT_ROW = ", ".join(_TEXT_COLUMNS)
 #: A hash of what a keyword index reads from a row (a saved index is checked against it).
 _TEXT_HASH = "hash(id, namespace, session_id, content, created_at, seq)"
 #: After (created_at as epoch microseconds, seq) given as parameters, in the order
@@ -39,11 +40,7 @@ _SINGLE_COLUMNS = EVENTS.names
 _READ_SET = frozenset(READ_COLUMNS)
 # Times travel as epoch microseconds: binding a datetime parameter into a
 # TIMESTAMP column costs ~3 ms in DuckDB 2.0, the integer ~0.1 ms.
-_SINGLE_INSERT = (
-    f"INSERT INTO events ({', '.join(_SINGLE_COLUMNS)}) VALUES ("
-    + ", ".join("make_timestamp(?)" if c in _TIMESTAMPS else "?" for c in _SINGLE_COLUMNS)
-    + ") RETURNING id, seq"
-)
+_EPOCH_US = {c: "make_timestamp(?)" for c in _SINGLE_COLUMNS if c in _TIMESTAMPS}
 
 
 class EventsTable(TableObject):
@@ -360,19 +357,21 @@ class EventsTable(TableObject):
             )
             embedded = embedded_vectors(safe, kept, vectors or {}, matrix)
         if len(safe) == 1 and not embedded and not bulk:
-            values = [
-                to_epoch_us(safe[0].get(c)) if c in _TIMESTAMPS else safe[0].get(c)
+            values = {
+                c: to_epoch_us(safe[0].get(c)) if c in _TIMESTAMPS else safe[0].get(c)
                 for c in _SINGLE_COLUMNS
-            ]
-            returned = self.store.run(_SINGLE_INSERT, values)
+            }
+            returned = self.store.statements.insert(
+                "events", values, returning=("id", "seq"), placeholders=_EPOCH_US
+            )
         else:
             data = EVENTS.to_arrow(safe)
             if embedded:
                 data = mark_embedded(data, embedded)
-            returned = self._insert_arrow(data, "id, seq")
+            returned = self.store.statements.insert_arrow("events", data, returning=("id", "seq"))
             for group in embedded:
                 self.store.vectors.append(group)
-        seq = dict(returned)
+        seq: dict[str, int] = dict(returned)
         model_of = {i: g.model for g in embedded for i in g.ids}
         records: list[dict[str, Any]] = []
         for row in safe:
@@ -411,12 +410,14 @@ class EventsTable(TableObject):
         if metadata is not None:
             sets.append("metadata = ?")
             params.append(metadata)
-        sql = f"UPDATE events SET {', '.join(sets)} WHERE id = ? AND namespace = ?"
-        params += [event_id, namespace]
+        condition = "id = ? AND namespace = ?"
+        where_params: list[Any] = [event_id, namespace]
         if kinds is not None:
-            sql += " AND kind IN (SELECT unnest(?::VARCHAR[]))"
-            params.append(list(kinds))
-        rows = self.store.run(sql + f" RETURNING {_TEXT_ROW}", params)
+            condition += " AND kind IN (SELECT unnest(?::VARCHAR[]))"
+            where_params.append(list(kinds))
+        rows = self.store.statements.update(
+            "events", ", ".join(sets), params, condition, where_params, returning=_TEXT_COLUMNS
+        )
         if not rows:
             return False
         if content is not None:
@@ -446,7 +447,9 @@ class EventsTable(TableObject):
             raise ValueError("refusing to delete every event without a condition")
         deleted = [
             row[0]
-            for row in self.store.run(f"DELETE FROM events{where(clauses)} RETURNING id", params)
+            for row in self.store.statements.delete(
+                "events", " AND ".join(clauses), params, returning=("id",)
+            )
         ]
         if deleted:
             self.store.vectors.drop(deleted)
@@ -458,11 +461,13 @@ class EventsTable(TableObject):
         self._write()
         marked = [
             row[0]
-            for row in self.store.run(
-                "UPDATE events SET consolidated_at = ? WHERE namespace = ?"
-                " AND id IN (SELECT unnest(?::VARCHAR[])) AND consolidated_at IS NULL"
-                " RETURNING id",
-                [now, namespace, list(ids)],
+            for row in self.store.statements.update(
+                "events",
+                "consolidated_at = ?",
+                [now],
+                "namespace = ? AND id IN (SELECT unnest(?::VARCHAR[])) AND consolidated_at IS NULL",
+                [namespace, list(ids)],
+                returning=("id",),
             )
         ]
         if marked:

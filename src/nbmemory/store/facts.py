@@ -122,24 +122,23 @@ class FactsTable(TableObject):
             [namespace, category, key],
         )
         if not rows:
-            new = self.store.run(
-                "INSERT INTO facts (namespace, category, key, value, source, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                [namespace, category, key, value, source, now, now],
-            )
+            row: dict[str, Any] = {"namespace": namespace, "category": category, "key": key}
+            row.update(value=value, source=source, created_at=now, updated_at=now)
+            new = self.store.statements.insert("facts", row, returning=("id",))
             return int(new[0][0]), "created"
         fact_id, old_value, old_source, valid_from = rows[0]
         if old_value == value:
-            self.store.run(
-                "UPDATE facts SET source = ?, updated_at = ? WHERE id = ? RETURNING id",
-                [source, now, fact_id],
+            self.store.statements.update(
+                "facts", "source = ?, updated_at = ?", [source, now], "id = ?", [fact_id]
             )
             return int(fact_id), "unchanged"
         self._archive(fact_id, namespace, category, key, old_value, old_source, valid_from, now)
-        self.store.run(
-            "UPDATE facts SET value = ?, source = ?, updated_at = ?, embedding = NULL,"
-            " embedding_model = NULL WHERE id = ? RETURNING id",
-            [value, source, now, fact_id],
+        self.store.statements.update(
+            "facts",
+            "value = ?, source = ?, updated_at = ?, embedding = NULL, embedding_model = NULL",
+            [value, source, now],
+            "id = ?",
+            [fact_id],
         )
         return int(fact_id), "updated"
 
@@ -149,10 +148,11 @@ class FactsTable(TableObject):
         """Remove a fact, keeping its last value in history (unless ``history``: then it
         is not kept, see :meth:`erase_history`); returns its id, or None."""
         self._write()
-        rows = self.store.run(
-            "DELETE FROM facts WHERE namespace = ? AND category = ? AND key = ?"
-            " RETURNING id, value, source, updated_at",
+        rows = self.store.statements.delete(
+            "facts",
+            "namespace = ? AND category = ? AND key = ?",
             [namespace, category, key],
+            returning=("id", "value", "source", "updated_at"),
         )
         if not history:
             for fact_id, value, source, valid_from in rows:
@@ -163,35 +163,35 @@ class FactsTable(TableObject):
         """Delete every earlier value of ``(category, key)`` (of the fact and of any fact
         deleted before under that name); returns the fact id of each row deleted."""
         self._write()
-        where = " WHERE namespace = ? AND category = ? AND key = ?"
+        where = "namespace = ? AND category = ? AND key = ?"
         params = [namespace, category, key]
         ids = [
-            int(r[0]) for r in self.store.run("SELECT fact_id FROM fact_history" + where, params)
+            int(r[0])
+            for r in self.store.run(f"SELECT fact_id FROM fact_history WHERE {where}", params)
         ]
         if ids:  # no RETURNING: the history has no key a lake could return rows by
-            self.store.run("DELETE FROM fact_history" + where, params)
+            self.store.statements.delete("fact_history", where, params)
         return ids
 
     def erase_deleted_history(self) -> dict[str, list[int]]:
         """Delete the history of every fact that no longer exists (in any namespace);
         returns namespace -> the fact id of each row deleted."""
         self._write()
-        where = " WHERE NOT EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_history.fact_id)"
+        where = "NOT EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_history.fact_id)"
         erased: dict[str, list[int]] = {}
         for namespace, fact_id in self.store.run(
-            "SELECT namespace, fact_id FROM fact_history" + where + " ORDER BY namespace, fact_id"
+            f"SELECT namespace, fact_id FROM fact_history WHERE {where} ORDER BY namespace, fact_id"
         ):
             erased.setdefault(str(namespace), []).append(int(fact_id))
         if erased:
-            self.store.run("DELETE FROM fact_history" + where)
+            self.store.statements.delete("fact_history", where)
         return erased
 
     def _archive(self, fact_id: int, namespace: str, category: str, key: str, value: str,
                  source: str, valid_from: Any, superseded_at: dt.datetime) -> None:  # fmt: skip
-        self.store.run(
-            f"INSERT INTO fact_history ({', '.join(FACT_HISTORY.names)})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [fact_id, namespace, category, key, value, source, valid_from, superseded_at],
+        values = [fact_id, namespace, category, key, value, source, valid_from, superseded_at]
+        self.store.statements.insert(
+            "fact_history", dict(zip(FACT_HISTORY.names, values, strict=True))
         )
 
     def write_vectors(self, ids: Sequence[int], vectors: np.ndarray, model: str) -> None:
@@ -204,10 +204,12 @@ class FactsTable(TableObject):
             }
         )
         with self.store.registered("_nbmemory_fact_vectors", data) as view:
-            self.store.run(
-                "UPDATE facts SET embedding = v.embedding, embedding_model = ?"
-                f" FROM {view} v WHERE facts.id = v.id",
+            self.store.statements.update(
+                "facts",
+                "embedding = v.embedding, embedding_model = ?",
                 [model],
+                "facts.id = v.id",
+                from_=f"{view} v",
             )
 
     def insert_rows(self, rows: Sequence[dict[str, Any]]) -> int:

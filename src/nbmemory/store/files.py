@@ -134,6 +134,19 @@ def check_store_path(path: str, *, read_only: bool = False) -> None:
         raise StoreError(f"cannot use {path!r} as a store: {exc.strerror or exc}") from None
 
 
+#: How much WAL a store lets grow before DuckDB checkpoints (DuckDB's default: 16 MB).
+#: Each checkpoint rewrites the last, partly filled row group of ``event_vectors``
+#: (122,880 rows, ~190 MB of 384-d vectors): checkpointing every 16 MB, bulk ingest
+#: spent most of its time rewriting the same vectors (~50 µs a row at 300k rows, 60% of
+#: ``add_events``).  The price: up to this much written data waits in memory and in the
+#: WAL (replayed by the next open after a crash: ~1.7 s for 440 MB), and ``close``
+#: checkpoints it.
+CHECKPOINT_THRESHOLD = "512MB"
+#: Compression DuckDB is told not to try when it checkpoints.  ALP and ALP-RD are its
+#: float codecs: on embeddings (all-MiniLM-L6-v2 vectors of LoCoMo turns) ALP-RD made
+#: the column 2% *larger* than storing it plain and took a third of each checkpoint's
+#: time analysing and encoding, and decoding it slowed every scan of the vectors.
+DISABLED_COMPRESSION = "alp,alprd"
 #: The storage format new store files are written in: the oldest DuckDB release the
 #: package allows (``pyproject.toml``) must read every store.  DuckDB 2.0 writes its own
 #: format by default (storage version 999), which 1.5.5 -- the release ``[lake]`` pins
@@ -265,3 +278,27 @@ def replace_file(fresh: str, path: str) -> None:
         os.fsync(folder)
     finally:
         os.close(folder)
+
+
+def copy_live_rows(con: duckdb.DuckDBPyConnection, path: str) -> str:
+    """Copy every table of the file ``con`` has open into a new file beside it (``COPY
+    FROM DATABASE``: live rows only, none of the old bytes of freed blocks); returns
+    the new file's path, for :func:`replace_file`."""
+    con.execute("CHECKPOINT")
+    name = con.execute("SELECT current_database()").fetchall()[0][0]
+    fresh = path + ".nbmemory-rewrite"
+    for leftover in (fresh, fresh + ".wal"):
+        if os.path.exists(leftover):
+            os.remove(leftover)
+    # a file name cannot be a parameter of ATTACH: quoted as a literal instead
+    con.execute(
+        f"ATTACH '{fresh.replace(chr(39), chr(39) * 2)}' AS nbmemory_rewrite"
+        f" (STORAGE_VERSION '{STORAGE_VERSION}')"
+    )
+    try:
+        con.execute(
+            f'COPY FROM DATABASE "{name.replace(chr(34), chr(34) * 2)}" TO nbmemory_rewrite'
+        )
+    finally:
+        con.execute("DETACH nbmemory_rewrite")
+    return fresh

@@ -117,44 +117,46 @@ class MacrosTable(TableObject):
         """Insert one macro; returns its id."""
         self._write()
         next_args = self._redact({"next_args": next_args}, namespace)["next_args"]
-        rows = self.store.run(
-            "INSERT INTO macros (namespace, trigger_tool, trigger_args_pattern, next_tool,"
-            " next_args, confidence, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            " RETURNING id",
-            [
-                namespace,
-                trigger_tool,
-                trigger_args_pattern,
-                next_tool,
-                next_args,
-                confidence,
-                now,
-                now,
-            ],  # fmt: skip
-        )
+        row = {
+            "namespace": namespace,
+            "trigger_tool": trigger_tool,
+            "trigger_args_pattern": trigger_args_pattern,
+            "next_tool": next_tool,
+            "next_args": next_args,
+            "confidence": confidence,
+            "created_at": now,
+            "updated_at": now,
+        }
+        rows = self.store.statements.insert("macros", row, returning=("id",))
         return int(rows[0][0])
 
     def relearn(self, macro_id: int, next_args: str, confidence: float, now: dt.datetime) -> None:
         self._write()
-        self.store.run(
-            "UPDATE macros SET next_args = ?, confidence = ?, updated_at = ? WHERE id = ?",
-            [next_args, float(confidence), now, macro_id],
+        self.store.statements.update(
+            "macros",
+            "next_args = ?, confidence = ?, updated_at = ?",
+            [next_args, float(confidence), now],
+            "id = ?",
+            [macro_id],
         )
 
     def use(self, macro_id: int, namespace: str, now: dt.datetime) -> int | None:
         """Count one use; returns the new ``used_count`` (None: no such macro)."""
         self._write()
-        rows = self.store.run(
-            "UPDATE macros SET used_count = used_count + 1, updated_at = ?"
-            " WHERE id = ? AND namespace = ? RETURNING used_count",
-            [now, macro_id, namespace],
+        rows = self.store.statements.update(
+            "macros",
+            "used_count = used_count + 1, updated_at = ?",
+            [now],
+            "id = ? AND namespace = ?",
+            [macro_id, namespace],
+            returning=("used_count",),
         )
         return int(rows[0][0]) if rows else None
 
     def delete(self, macro_id: int, namespace: str) -> bool:
         self._write()
-        rows = self.store.run(
-            "DELETE FROM macros WHERE id = ? AND namespace = ? RETURNING id", [macro_id, namespace]
+        rows = self.store.statements.delete(
+            "macros", "id = ? AND namespace = ?", [macro_id, namespace], returning=("id",)
         )
         return bool(rows)
 

@@ -13,23 +13,20 @@ The first migrations are written so that a store made before this table existed
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import duckdb
 
 from ..config import DEFAULT_MODEL
 from ..errors import StoreError
+from .backend import MigratingStore
 from .shape import check_columns
-
-if TYPE_CHECKING:
-    from .connection import Store
 
 #: Version of the file format written in ``nbmemory_meta`` (readers refuse newer ones).
 SCHEMA_VERSION = 2
 #: The marker ``nbmemory_meta.format`` holds in every nbmemory file.
 FORMAT = "nbmemory"
 
-Migration = Callable[["Store"], None]
+Migration = Callable[[MigratingStore], None]
 MIGRATIONS: list[Migration] = []
 
 # The Rust agent's v0.8 table, before ``events`` replaced it (kept, renamed, after copying).
@@ -43,7 +40,7 @@ def migration(fn: Migration) -> Migration:
     return fn
 
 
-def applied(store: Store) -> set[str]:
+def applied(store: MigratingStore) -> set[str]:
     """Names of the migrations recorded in the file (empty for a new file)."""
     if not store.table_exists("nbmemory_migrations"):
         return set()
@@ -72,7 +69,7 @@ LEGACY_TABLES = frozenset(
 )
 
 
-def check_file(store: Store, *, adopt: bool = False) -> None:
+def check_file(store: MigratingStore, *, adopt: bool = False) -> None:
     """Refuse, before a byte is written, a file nbmemory must not change.
 
     Ours: a file with ``nbmemory_meta`` of this version or older, an empty file,
@@ -103,7 +100,7 @@ def check_file(store: Store, *, adopt: bool = False) -> None:
     )
 
 
-def check_readable(store: Store) -> None:
+def check_readable(store: MigratingStore) -> None:
     """A file opened read-only must be nbmemory's, migrated to this version's tables
     (a newer one is readable as far as it goes; an older one cannot be upgraded
     without a write)."""
@@ -128,7 +125,7 @@ def check_readable(store: Store) -> None:
     check_columns(store)
 
 
-def _check_version(store: Store) -> None:
+def _check_version(store: MigratingStore) -> None:
     version = store.schema_version()
     unknown = sorted(applied(store) - {fn.__name__ for fn in MIGRATIONS})
     if version > SCHEMA_VERSION or unknown:
@@ -141,7 +138,7 @@ def _check_version(store: Store) -> None:
         )
 
 
-def migrate(store: Store, *, adopt: bool = False) -> list[str]:
+def migrate(store: MigratingStore, *, adopt: bool = False) -> list[str]:
     """Apply the migrations the file lacks, in one transaction; returns their names.
 
     The file is checked first (:func:`check_file`): one that is not nbmemory's,
@@ -173,7 +170,7 @@ def migrate(store: Store, *, adopt: bool = False) -> list[str]:
     return [fn.__name__ for fn in pending]
 
 
-def _apply(store: Store, fn: Migration) -> None:
+def _apply(store: MigratingStore, fn: Migration) -> None:
     """Run one migration; a DuckDB error (a table that is not what it should be) is a
     :class:`StoreError` naming the file and the migration (the transaction rolls back)."""
     try:
@@ -186,7 +183,7 @@ def _apply(store: Store, fn: Migration) -> None:
         ) from None
 
 
-def _meta_current(store: Store) -> bool:
+def _meta_current(store: MigratingStore) -> bool:
     return (
         store.table_exists("nbmemory_meta")
         and store.meta.get("schema_version") == str(SCHEMA_VERSION)
@@ -195,14 +192,14 @@ def _meta_current(store: Store) -> bool:
 
 
 @migration
-def m001_tables(store: Store) -> None:
+def m001_tables(store: MigratingStore) -> None:
     """The tables of schema version 1."""
     for statement in _V1_TABLES:
         store.run(statement)
 
 
 @migration
-def m002_events_seq(store: Store) -> None:
+def m002_events_seq(store: MigratingStore) -> None:
     """Insertion order of events: breaks created_at ties (rowid is not stable across updates)."""
     store.run("CREATE SEQUENCE IF NOT EXISTS events_seq START 1")
     store.run(
@@ -211,14 +208,14 @@ def m002_events_seq(store: Store) -> None:
 
 
 @migration
-def m003_legacy_messages(store: Store) -> None:
+def m003_legacy_messages(store: MigratingStore) -> None:
     """Copy the v0.8 ``messages`` rows into ``events``, then keep the old table renamed."""
     if store.table_exists(LEGACY_MESSAGES):
         store.migrated_messages = _copy_messages(store)
 
 
 @migration
-def m004_event_vectors(store: Store) -> None:
+def m004_event_vectors(store: MigratingStore) -> None:
     """Vectors move from ``events.embedding`` to the append-only ``event_vectors``.
 
     Writing a vector back with an ``UPDATE`` of a LIST column on a keyed table is
@@ -361,7 +358,7 @@ def _utc_timestamp_sql(column: str, column_type: str) -> str:
     return f"timezone('UTC', TRY_CAST({column} AS TIMESTAMPTZ))"
 
 
-def _copy_messages(store: Store) -> int:
+def _copy_messages(store: MigratingStore) -> int:
     """Insert the ``messages`` rows missing from ``events``; returns how many."""
     columns = dict(
         store.run(
@@ -417,3 +414,21 @@ def _copy_messages(store: Store) -> int:
     # the old rows stay (renamed) rather than being dropped: nothing is lost
     store.run(f"ALTER TABLE {LEGACY_MESSAGES} RENAME TO {LEGACY_RENAMED}{suffix}")
     return copied
+
+
+def recorded_version(store: MigratingStore) -> int:
+    """The version ``nbmemory_meta`` records (0 before there is one); a value that is
+    not a whole number means the file was damaged: :class:`StoreError` says so."""
+    if not store.table_exists("nbmemory_meta"):
+        return 0
+    value = store.meta.get("schema_version")
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        raise StoreError(
+            f"{store.path} is damaged: nbmemory_meta holds schema_version {str(value)[:40]!r}, "
+            "not a number; nothing was changed. Restore the file from a backup, or, if "
+            "only that value is wrong, set it back with DuckDB (UPDATE nbmemory_meta SET "
+            f"value = '{SCHEMA_VERSION}' WHERE key = 'schema_version', when "
+            "nbmemory_migrations lists every migration of this nbmemory)"
+        ) from None

@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 
 from .changes import Change
-from .clauses import placeholders
 from .schema import SESSIONS
 from .table import TableObject
 
@@ -140,10 +139,7 @@ class SessionsTable(TableObject):
         self._write()
         self.store.claim()  # the caller checked the session is new: keep that true
         row = self._redact(row)
-        self.store.run(
-            f"INSERT INTO sessions ({_SESSION}) VALUES ({placeholders(SESSION_COLUMNS)})",
-            [row.get(c) for c in SESSION_COLUMNS],
-        )
+        self.store.statements.insert("sessions", {c: row.get(c) for c in SESSION_COLUMNS})
         self._note(row["namespace"], row["session_id"], row["status"], row["last_activity"])
 
     def insert_rows(self, rows: Sequence[dict[str, Any]]) -> int:
@@ -155,10 +151,13 @@ class SessionsTable(TableObject):
     def touch(self, namespace: str, session_id: str, now: dt.datetime) -> None:
         """Move ``last_activity`` forward (never back) on an active session."""
         self._write()
-        rows = self.store.run(
-            "UPDATE sessions SET last_activity = greatest(last_activity, ?)"
-            " WHERE namespace = ? AND session_id = ? AND status = ? RETURNING session_id",
-            [now, namespace, session_id, ACTIVE],
+        rows = self.store.statements.update(
+            "sessions",
+            "last_activity = greatest(last_activity, ?)",
+            [now],
+            "namespace = ? AND session_id = ? AND status = ?",
+            [namespace, session_id, ACTIVE],
+            returning=("session_id",),
         )
         if rows:
             self._note(namespace, session_id, ACTIVE, now)
@@ -166,37 +165,44 @@ class SessionsTable(TableObject):
     def save_state(self, namespace: str, session_id: str, state: str, now: dt.datetime) -> None:
         self._write()
         state = self._redact({"state": state}, namespace)["state"]
-        self.store.run(
-            "UPDATE sessions SET state = ?, last_activity = greatest(last_activity, ?)"
-            " WHERE namespace = ? AND session_id = ?",
-            [state, now, namespace, session_id],
+        self.store.statements.update(
+            "sessions",
+            "state = ?, last_activity = greatest(last_activity, ?)",
+            [state, now],
+            "namespace = ? AND session_id = ?",
+            [namespace, session_id],
         )
 
     def close(self, namespace: str, session_id: str, state: str, now: dt.datetime) -> None:
         self._write()
         state = self._redact({"state": state}, namespace)["state"]
-        self.store.run(
-            "UPDATE sessions SET state = ?, status = ?, closed_at = ?,"
-            " last_activity = greatest(last_activity, ?) WHERE namespace = ? AND session_id = ?",
-            [state, CLOSED, now, now, namespace, session_id],
+        self.store.statements.update(
+            "sessions",
+            "state = ?, status = ?, closed_at = ?, last_activity = greatest(last_activity, ?)",
+            [state, CLOSED, now, now],
+            "namespace = ? AND session_id = ?",
+            [namespace, session_id],
         )
         self._note(namespace, session_id, CLOSED, now)
 
     def reopen(self, namespace: str, session_id: str, now: dt.datetime) -> None:
         self._write()
-        self.store.run(
-            "UPDATE sessions SET status = ?, closed_at = NULL,"
-            " last_activity = greatest(last_activity, ?) WHERE namespace = ? AND session_id = ?",
-            [ACTIVE, now, namespace, session_id],
+        self.store.statements.update(
+            "sessions",
+            "status = ?, closed_at = NULL, last_activity = greatest(last_activity, ?)",
+            [ACTIVE, now],
+            "namespace = ? AND session_id = ?",
+            [namespace, session_id],
         )
         self._note(namespace, session_id, ACTIVE, now)
 
     def delete(self, namespace: str, session_ids: Sequence[str]) -> list[str]:
         self._write()
-        rows = self.store.run(
-            "DELETE FROM sessions WHERE namespace = ?"
-            " AND session_id IN (SELECT unnest(?::VARCHAR[])) RETURNING session_id",
+        rows = self.store.statements.delete(
+            "sessions",
+            "namespace = ? AND session_id IN (SELECT unnest(?::VARCHAR[]))",
             [namespace, list(session_ids)],
+            returning=("session_id",),
         )
         gone = [r[0] for r in rows]
         if gone:

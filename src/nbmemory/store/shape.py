@@ -9,19 +9,15 @@ it lacks, before anything is written.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..errors import StoreError
+from .backend import MigratingStore
 from .schema import EVENT_SEQ, TABLES
-
-if TYPE_CHECKING:
-    from .connection import Store
 
 #: Columns a table has that :mod:`.schema` keeps apart from its declared ones.
 _EXTRA: dict[str, tuple[str, ...]] = {"events": (EVENT_SEQ,)}
 
 
-def missing_columns(store: Store) -> dict[str, list[str]]:
+def missing_columns(store: MigratingStore) -> dict[str, list[str]]:
     """table -> the columns it lacks, for each of nbmemory's tables (an empty list: the
     table is missing); empty when every table has what :mod:`.schema` declares."""
     rows = store.run(
@@ -44,7 +40,7 @@ def missing_columns(store: Store) -> dict[str, list[str]]:
     return missing
 
 
-def check_columns(store: Store) -> None:
+def check_columns(store: MigratingStore) -> None:
     """Refuse (:class:`StoreError`) a store whose tables lack columns nbmemory reads."""
     missing = missing_columns(store)
     if not missing:

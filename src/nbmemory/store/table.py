@@ -10,14 +10,12 @@ and announced" holds for every write.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
+from .backend import TableHost
 from .schema import Table
-
-if TYPE_CHECKING:
-    from .connection import Store
 
 
 class TableObject:
@@ -25,7 +23,7 @@ class TableObject:
 
     table: Table
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: TableHost) -> None:
         self.store = store
 
     def _write(self) -> None:
@@ -75,20 +73,13 @@ class TableObject:
         return out
 
     def insert_rows(self, rows: Sequence[dict[str, Any]]) -> int:
-        """Bulk insert through Arrow (``INSERT ... BY NAME``); returns the row count."""
+        """Bulk insert through Arrow (by column name); returns the row count."""
         self._write()
         if not rows:
             return 0
         data = self.table.to_arrow([self._redact(r) for r in rows])
-        return self._insert_arrow(data)
-
-    def _insert_arrow(self, data: pa.Table, returning: str = "") -> Any:
-        with self.store.registered("_nbmemory_rows", data) as view:
-            result = self.store.run(
-                f"INSERT INTO {self.table.name} BY NAME SELECT * FROM {view}"
-                + (f" RETURNING {returning}" if returning else "")
-            )
-        return result if returning else data.num_rows
+        self.store.statements.insert_arrow(self.table.name, data)
+        return data.num_rows
 
     def existing(self, values: Iterable[Any], column: str | None = None) -> set[Any]:
         """Which of ``values`` are already in the key ``column`` (default: the table key)."""

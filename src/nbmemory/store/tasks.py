@@ -7,7 +7,6 @@ from typing import Any
 
 import pandas as pd
 
-from .clauses import placeholders
 from .schema import SCHEDULED_TASKS, TERMINAL_ALLOWED_PREFIXES
 from .table import TableObject
 
@@ -54,26 +53,24 @@ class TasksTable(TableObject):
         self._write()
         task = self._redact(task)
         columns = [*TASK_COLUMNS, "namespace"]
-        self.store.run(
-            f"INSERT INTO scheduled_tasks ({', '.join(columns)}) VALUES ({placeholders(columns)})",
-            [task.get(c) for c in columns],
-        )
+        self.store.statements.insert("scheduled_tasks", {c: task.get(c) for c in columns})
 
     def set_paused(
         self, task_id: str, namespace: str, paused: bool, next_run_at: Any, now: dt.datetime
     ) -> None:
         self._write()
-        self.store.run(
-            "UPDATE scheduled_tasks SET is_paused = ?, next_run_at = ?, updated_at = ?"
-            " WHERE id = ? AND namespace = ?",
-            [paused, next_run_at, now, task_id, namespace],
+        self.store.statements.update(
+            "scheduled_tasks",
+            "is_paused = ?, next_run_at = ?, updated_at = ?",
+            [paused, next_run_at, now],
+            "id = ? AND namespace = ?",
+            [task_id, namespace],
         )
 
     def delete(self, task_id: str, namespace: str) -> bool:
         self._write()
-        rows = self.store.run(
-            "DELETE FROM scheduled_tasks WHERE id = ? AND namespace = ? RETURNING id",
-            [task_id, namespace],
+        rows = self.store.statements.delete(
+            "scheduled_tasks", "id = ? AND namespace = ?", [task_id, namespace], returning=("id",)
         )
         return bool(rows)
 
@@ -89,16 +86,20 @@ class TasksTable(TableObject):
         one-shot is deleted.  False when another caller claimed it first."""
         self._write()
         if next_run_at is None:
-            rows = self.store.run(
-                "DELETE FROM scheduled_tasks WHERE id = ? AND next_run_at = ?"
-                " AND NOT is_paused RETURNING id",
+            rows = self.store.statements.delete(
+                "scheduled_tasks",
+                "id = ? AND next_run_at = ? AND NOT is_paused",
                 [task_id, due_at],
+                returning=("id",),
             )
         else:
-            rows = self.store.run(
-                "UPDATE scheduled_tasks SET next_run_at = ?, last_run_at = ?, updated_at = ?"
-                " WHERE id = ? AND next_run_at = ? AND NOT is_paused RETURNING id",
-                [next_run_at, now, now, task_id, due_at],
+            rows = self.store.statements.update(
+                "scheduled_tasks",
+                "next_run_at = ?, last_run_at = ?, updated_at = ?",
+                [next_run_at, now, now],
+                "id = ? AND next_run_at = ? AND NOT is_paused",
+                [task_id, due_at],
+                returning=("id",),
             )
         return bool(rows)
 
@@ -116,16 +117,17 @@ class PrefixesTable(TableObject):
         """Allow a prefix; False if it was already allowed."""
         self._write()
         self.store.claim()
-        rows = self.store.run(
-            "INSERT INTO terminal_allowed_prefixes VALUES (?, ?) ON CONFLICT DO NOTHING"
-            " RETURNING prefix",
-            [prefix, now],
+        rows = self.store.statements.insert(
+            "terminal_allowed_prefixes",
+            dict(zip(self.table.names, [prefix, now], strict=True)),
+            returning=("prefix",),
+            if_absent=True,
         )
         return bool(rows)
 
     def remove(self, prefix: str) -> bool:
         self._write()
-        rows = self.store.run(
-            "DELETE FROM terminal_allowed_prefixes WHERE prefix = ? RETURNING prefix", [prefix]
+        rows = self.store.statements.delete(
+            "terminal_allowed_prefixes", "prefix = ?", [prefix], returning=("prefix",)
         )
         return bool(rows)

@@ -270,10 +270,12 @@ class EventVectors(TableObject):
             f"SELECT DISTINCT events.id, events.namespace FROM events, {view} v WHERE {condition}"
         )
         if rows:
-            self.store.run(
-                "UPDATE events SET embedding_model = ?, embedding_error = NULL"
-                f" FROM {view} v WHERE {condition}",
+            self.store.statements.update(
+                "events",
+                "embedding_model = ?, embedding_error = NULL",
                 [model],
+                condition,
+                from_=f"{view} v",
             )
         return rows
 
@@ -281,15 +283,18 @@ class EventVectors(TableObject):
         """Append the vectors of ``group`` (their events marked by the caller)."""
         self._write()
         if group.ids:
-            self._insert_arrow(vector_rows(group))
+            self.store.statements.insert_arrow("event_vectors", vector_rows(group))
 
     def forget(self, ids: Sequence[str]) -> None:
         """Take these events' vectors away (the events then wait for a new one)."""
         self._write()
         if not ids:
             return
-        self.store.run(
-            "UPDATE events SET embedding_model = NULL WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+        self.store.statements.update(
+            "events",
+            "embedding_model = NULL",
+            [],
+            "id IN (SELECT unnest(?::VARCHAR[]))",
             [list(ids)],
         )
         self.drop(ids)
@@ -299,8 +304,8 @@ class EventVectors(TableObject):
         """Forget the stored vectors of these events (every model)."""
         self._write()
         if ids:
-            self.store.run(
-                "DELETE FROM event_vectors WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)]
+            self.store.statements.delete(
+                "event_vectors", "id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)]
             )
 
     def write_errors(self, errors: dict[str, str]) -> None:
@@ -315,9 +320,11 @@ class EventVectors(TableObject):
             }
         )
         with self.store.registered("_nbmemory_errors", data) as view:
-            self.store.run(
-                "UPDATE events SET embedding_model = NULL, embedding_error = e.error"
-                f" FROM {view} e WHERE events.id = e.id"
+            self.store.statements.update(
+                "events",
+                "embedding_model = NULL, embedding_error = e.error",
+                where_sql="events.id = e.id",
+                from_=f"{view} e",
             )
         self.drop(list(errors))
         self.store.changed(Change(unvectored=list(errors)))
@@ -327,9 +334,11 @@ class EventVectors(TableObject):
         self._write()
         rows = [
             (r[0], r[1])
-            for r in self.store.run(
-                "UPDATE events SET embedding_error = NULL WHERE embedding_error IS NOT NULL"
-                " AND content IS NOT NULL RETURNING id, content"
+            for r in self.store.statements.update(
+                "events",
+                "embedding_error = NULL",
+                where_sql="embedding_error IS NOT NULL AND content IS NOT NULL",
+                returning=("id", "content"),
             )
         ]
         if rows:
@@ -339,15 +348,22 @@ class EventVectors(TableObject):
     def clear_vectors_not_of(self, model: str, namespace: str | None) -> list[tuple[str, str]]:
         """Drop vectors made by other models (and failures); returns (id, text) to embed."""
         self._write()
-        sql = (
-            "UPDATE events SET embedding_model = NULL, embedding_error = NULL"
-            " WHERE embedding_model IS DISTINCT FROM ? AND content IS NOT NULL"
-        )
+        condition = "embedding_model IS DISTINCT FROM ? AND content IS NOT NULL"
         params: list[Any] = [model]
         if namespace is not None:
-            sql += " AND namespace = ?"
+            condition += " AND namespace = ?"
             params.append(namespace)
-        rows = [(r[0], r[1]) for r in self.store.run(sql + " RETURNING id, content", params)]
+        rows = [
+            (r[0], r[1])
+            for r in self.store.statements.update(
+                "events",
+                "embedding_model = NULL, embedding_error = NULL",
+                [],
+                condition,
+                params,
+                returning=("id", "content"),
+            )
+        ]
         if rows:
             self.drop([r[0] for r in rows])
             self.store.changed(Change(unvectored=[r[0] for r in rows], to_embed=rows))

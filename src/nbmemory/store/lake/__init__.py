@@ -3,9 +3,11 @@
 * :mod:`.url` — the ``ducklake:`` address and its data path;
 * :mod:`.extensions` — DuckDB's ``ducklake``/``postgres`` extensions, loaded privately;
 * :mod:`.tables` — the lake's tables, made from the file's declarations;
-* :mod:`.statements` — our statements without ``RETURNING`` and ``ON CONFLICT``;
-* :mod:`.vectors` — vectors appended, never marked on the event row;
-* :mod:`.store` — :class:`LakeStore`: connection, ids, conflicts, the change feed;
+* :mod:`.keyed_writes` — the store's writes by key (no ``RETURNING``, ``ON CONFLICT``);
+* :mod:`.vector_marks` — vectors appended, never marked on the event row;
+* :mod:`.store` — :class:`LakeStore`: connection, ids, conflicts, transactions;
+* :mod:`.feed` — the change feed: other writers' snapshots, row by row, to the caches;
+* :mod:`.lake_errors` — DuckDB's errors about the lake as one line naming the fix;
 * :mod:`.first_open` — a brand-new lake made by one process while the others wait;
 * :mod:`.maintenance` — status, snapshots, compaction, expiry and erasure (purge);
 * :mod:`.fence` — purge, compaction and expiry between other writers' transactions;

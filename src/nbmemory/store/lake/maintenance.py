@@ -11,19 +11,34 @@ deleted: :func:`erase` (``purge`` on a lake) does.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import duckdb
 import pandas as pd
 
 from ...errors import StoreError
 
-if TYPE_CHECKING:
-    from .store import LakeStore
+
+class Lake(Protocol):
+    """What maintenance asks of the lake's store (:class:`~.store.LakeStore`), which
+    calls these functions: a protocol, so this module does not import it back."""
+
+    path: str
+    lake_name: str
+
+    def exclusively(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def current_snapshot(self) -> int: ...
+
+    def fetch_lake(self, sql: str, params: Any = None, fetch: str = "rows") -> Any: ...
+
+    def commit_lake(self, sql: str, params: Any, message: str) -> list[tuple]: ...
+
 
 #: The commit messages of the snapshots maintenance makes.
 COMPACT = "nbmemory compact"
@@ -32,7 +47,7 @@ PURGE = "nbmemory purge"
 _MAIN_TABLES = ("events", "event_vectors", "audit_log", "facts", "sessions")
 
 
-def status(store: LakeStore) -> dict[str, Any]:
+def status(store: Lake) -> dict[str, Any]:
     """What the lake holds: snapshots, events, and the Parquet files of each table."""
     files = store.fetch_lake(
         "SELECT table_name, file_count, file_size_bytes FROM ducklake_table_info(?)"
@@ -55,7 +70,7 @@ def status(store: LakeStore) -> dict[str, Any]:
     }
 
 
-def data_path(store: LakeStore) -> str:
+def data_path(store: Lake) -> str:
     rows = store.fetch_lake(
         "SELECT value FROM ducklake_options(?) WHERE option_name = 'data_path'",
         [store.lake_name],
@@ -63,7 +78,7 @@ def data_path(store: LakeStore) -> str:
     return str(rows[0][0]) if rows else ""
 
 
-def files_on_disk(store: LakeStore) -> int:
+def files_on_disk(store: Lake) -> int:
     """Parquet files under the lake's data path (a local or mounted folder)."""
     root = data_path(store)
     if not root or "://" in root or not os.path.isdir(root):
@@ -71,7 +86,7 @@ def files_on_disk(store: LakeStore) -> int:
     return sum(1 for _, _, names in os.walk(root) for name in names if name.endswith(".parquet"))
 
 
-def snapshots(store: LakeStore, limit: int = 20) -> pd.DataFrame:
+def snapshots(store: Lake, limit: int = 20) -> pd.DataFrame:
     """The latest snapshots: id, time, who made it (the process's author tag), changes."""
     frame: pd.DataFrame = store.fetch_lake(
         "SELECT snapshot_id, snapshot_time, author, commit_message, changes"
@@ -102,7 +117,7 @@ def _named(changes: Any, names: dict[str, str]) -> Any:
     }
 
 
-def compact(store: LakeStore) -> dict[str, Any]:
+def compact(store: Lake) -> dict[str, Any]:
     """Move inlined rows into Parquet and merge small files; returns files before/after.
 
     Holds the lake's fence alone (:mod:`.fence`): a flush, a merge and the deletion of
@@ -125,7 +140,7 @@ def compact(store: LakeStore) -> dict[str, Any]:
     }
 
 
-def expire(store: LakeStore, older_than: dt.timedelta) -> dict[str, Any]:
+def expire(store: Lake, older_than: dt.timedelta) -> dict[str, Any]:
     """Forget snapshots older than ``older_than`` and delete files only they used.
 
     Holds the lake's fence alone (:mod:`.fence`): a commit checks conflicts against
@@ -148,7 +163,7 @@ def expire(store: LakeStore, older_than: dt.timedelta) -> dict[str, Any]:
 ERASE_ATTEMPTS = 30
 
 
-def erase(store: LakeStore) -> dict[str, int]:
+def erase(store: Lake) -> dict[str, int]:
     """Leave no byte of a deleted row in the lake's files or its catalog.
 
     After a delete, DuckLake keeps the old rows for time travel: in the catalog
@@ -183,7 +198,7 @@ def erase(store: LakeStore) -> dict[str, int]:
             ) from None
 
 
-def _erase(store: LakeStore) -> dict[str, int]:
+def _erase(store: Lake) -> dict[str, int]:
     lake = store.lake_name
     flushed = _retrying(store, "CALL ducklake_flush_inlined_data(?)", [lake], PURGE)
     rewritten = _retrying(
@@ -223,7 +238,7 @@ def _erase(store: LakeStore) -> dict[str, int]:
     }
 
 
-def _retrying(store: LakeStore, sql: str, params: list[Any], message: str) -> list[tuple]:
+def _retrying(store: Lake, sql: str, params: list[Any], message: str) -> list[tuple]:
     """One maintenance call as a commit labelled ``message``, tried again (with a
     growing, jittered pause) while it conflicts with another writer's commit (one
     that takes no fence: another tool, an older nbmemory)."""
@@ -244,7 +259,7 @@ def _retrying(store: LakeStore, sql: str, params: list[Any], message: str) -> li
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def stored_bytes(store: LakeStore) -> int:
+def stored_bytes(store: Lake) -> int:
     """Bytes under the lake's data path (a local or mounted folder), else the sizes
     of the live data and delete files the catalog records."""
     root = data_path(store)

@@ -13,8 +13,8 @@ table objects' SQL runs unchanged, with these differences, all kept here:
   upserted, a session closed) are updates; if another writer touched the same
   table meanwhile the commit fails with :class:`~nbmemory.errors.WriteConflict`,
   and ``Memory`` runs the call again.
-* **No keys, sequences or RETURNING** in DuckLake: :mod:`.statements` runs our
-  statements without them; ids come from :meth:`LakeStore.next_seq` and a counter.
+* **No keys, sequences or RETURNING** in DuckLake: :mod:`.keyed_writes` runs the
+  table objects' writes by key; ids come from :meth:`LakeStore.next_seq` and a counter.
 * **Other processes' writes** arrive through the lake's change feed:
   :meth:`LakeStore.refresh` (called before every search and context read) asks
   the catalog for snapshots made since the last one it saw by other writers and
@@ -32,15 +32,13 @@ import datetime as dt
 import json
 import os
 import random
-import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import duckdb
-import numpy as np
 
 try:
     from duckdb.sqltypes import BIGINT
@@ -48,16 +46,15 @@ except ImportError:  # pragma: no cover - DuckDB before 1.4
     from duckdb.typing import BIGINT  # type: ignore[no-redef]
 
 from ...errors import InvalidInput, StoreError, WriteConflict
-from ..changes import Change, Vectors
+from ..changes import Change
 from ..connection import Params, Store
 from ..migrations import FORMAT, SCHEMA_VERSION
-from ..schema import READ_COLUMNS
-from . import extensions, fence, first_open, maintenance, statements, tables
-from .url import LakeUrl, parse_lake_url, sql_literal
-from .vectors import LakeEventVectors
+from ..statements import Statements
+from . import extensions, feed, fence, first_open, lake_errors, maintenance, tables
+from .keyed_writes import LakeStatements
+from .url import LAKE, LakeUrl, parse_lake_url, sql_literal
+from .vector_marks import LakeEventVectors
 
-#: The name the lake is attached under in each process's DuckDB.
-LAKE = "lake"
 #: ``events`` as the table objects read it: each row with the model of its vector.
 EVENTS_VIEW = (
     f"CREATE OR REPLACE TEMP VIEW events AS SELECT e.* REPLACE (v.model AS embedding_model)"
@@ -154,14 +151,14 @@ class LakeStore(Store):
             try:
                 self._attach(con, create=False)
             except duckdb.Error as exc:
-                if self.read_only or self._opened or not _is_missing(exc):
+                if self.read_only or self._opened or not lake_errors.is_missing(exc):
                     raise
                 self._absent = True
                 return con
         except duckdb.Error as exc:
             with contextlib.suppress(duckdb.Error):
                 con.close()
-            raise _translate(exc, self.address) or StoreError(str(exc)) from None
+            raise lake_errors.translate(exc, self.address) or StoreError(str(exc)) from None
         except BaseException:
             with contextlib.suppress(duckdb.Error):
                 con.close()
@@ -226,7 +223,7 @@ class LakeStore(Store):
                             return  # made here, with the lake's id and the data path's marker
                         present = made
             except duckdb.Error as exc:
-                raise _translate(exc, self.address) or StoreError(str(exc)) from None
+                raise lake_errors.translate(exc, self.address) or StoreError(str(exc)) from None
         self._opened = True
         if "nbmemory_meta" not in present:
             raise StoreError(
@@ -275,7 +272,7 @@ class LakeStore(Store):
         try:
             with self.transaction():
                 for sql, params in tables.create_statements(uuid.uuid4().hex):
-                    Store.run(self, sql, params)
+                    self.run(sql, params)
         except (WriteConflict, duckdb.TransactionException):
             present = self._view_events()  # made at once by a creator that took no lock
             if not present:
@@ -322,8 +319,7 @@ class LakeStore(Store):
             )
 
     def tables(self) -> list[str]:
-        rows = Store.run(
-            self,
+        rows = self.run(
             "SELECT table_name FROM information_schema.tables"
             " WHERE table_catalog = ? AND table_schema = 'main'",
             [LAKE],
@@ -408,17 +404,9 @@ class LakeStore(Store):
         self._small_ids = [i for i in self._small_ids if i > at_least]
 
     # -- statements and transactions ------------------------------------------------------
-    def run(self, sql: str, params: Params = None, fetch: str = "rows") -> Any:
-        if not statements.needs_translation(sql):
-            return super().run(sql, params, fetch)
-        with self.transaction():
-            translated = statements.Translated(
-                lambda s, p: Store.run(self, s, p), LAKE, self.small_id, self.next_seq
-            )
-            rows = statements.run(translated, sql, list(params or []))
-        if fetch == "rows":
-            return rows
-        raise StoreError(f"internal: a lake write cannot be fetched as {fetch}")
+    def _statements(self) -> Statements:
+        """Writes by key, ids from the lake's counters (:mod:`.keyed_writes`)."""
+        return LakeStatements(self.run, self.registered, LAKE, self.small_id, self.next_seq)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Change]:
@@ -440,7 +428,7 @@ class LakeStore(Store):
         try:
             self._fence.share()
         except duckdb.Error as exc:
-            raise _translate(exc, self.address, runtime=True) or StoreError(
+            raise lake_errors.translate(exc, self.address, runtime=True) or StoreError(
                 f"the lake {self.path} could not take its fence ({str(exc).splitlines()[0][:120]})"
                 "; nothing of this call was stored: call again"
             ) from None
@@ -482,7 +470,7 @@ class LakeStore(Store):
         The connection is kept: DuckLake reconnects to the catalog by itself once
         it is back, and nothing of the failed call was committed.
         """
-        translated = _translate(exc, self.address, runtime=True)
+        translated = lake_errors.translate(exc, self.address, runtime=True)
         if translated is not None:
             raise translated from None
         super()._failed(exc)
@@ -521,7 +509,7 @@ class LakeStore(Store):
             try:
                 self._fence.take_exclusive()
             except duckdb.Error as exc:
-                raise _translate(exc, self.address, runtime=True) or StoreError(
+                raise lake_errors.translate(exc, self.address, runtime=True) or StoreError(
                     f"the lake {self.path} could not take its fence "
                     f"({str(exc).splitlines()[0][:120]}); nothing was changed: call again"
                 ) from None
@@ -532,7 +520,7 @@ class LakeStore(Store):
 
     # -- the change feed ----------------------------------------------------------------
     def current_snapshot(self) -> int:
-        return int(Store.run(self, f"SELECT id FROM {LAKE}.current_snapshot()")[0][0])
+        return int(self.run(f"SELECT id FROM {LAKE}.current_snapshot()")[0][0])
 
     def refresh(self) -> None:
         """Bring the caches up to date with what other writers committed since last time.
@@ -553,8 +541,7 @@ class LakeStore(Store):
             first = self._seen + 1
             foreign = {
                 int(r[0])
-                for r in Store.run(
-                    self,
+                for r in self.run(
                     f"SELECT snapshot_id FROM {LAKE}.snapshots() WHERE snapshot_id BETWEEN ? AND ?"
                     " AND coalesce(author, '') <> ?",
                     [first, now, self.author],
@@ -564,83 +551,17 @@ class LakeStore(Store):
             if foreign:
                 self.foreign_snapshots += len(foreign)
                 try:
-                    change = self._changes(first, now, foreign)
+                    change = feed.changes(self.run, first, now, foreign)
                 except duckdb.Error:  # snapshots expired meanwhile: read everything again
                     change = Change(unknown=True)
                 self._announce(change)
-
-    def _changes(self, first: int, last: int, foreign: set[int]) -> Change:
-        change = Change()
-        wanted = sorted(foreign)
-        rows = self._feed("events", first, last, wanted, READ_COLUMNS + ("seq",))
-        before: dict[str, Any] = {}
-        for kind, record in rows:
-            if kind == "insert":
-                change.added.append(record)
-            elif kind == "delete":
-                change.deleted.append(record["id"])
-            elif kind == "update_preimage":
-                before[record["id"]] = record["content"]
-            elif kind == "update_postimage":
-                if before.get(record["id"]) != record["content"]:
-                    change.retexted.append(
-                        tuple(
-                            record[c]
-                            for c in ("id", "namespace", "session_id", "content", "created_at")
-                        )
-                        + (record["seq"],)
-                    )
-                else:
-                    change.updated.append(record["id"])
-        change.added.sort(key=lambda r: (r["created_at"], r["seq"]))
-        change.bulk = len(change.added) > 1000
-        by_model: dict[str, list[dict[str, Any]]] = {}
-        for kind, record in self._feed(
-            "event_vectors", first, last, wanted, ("id", "namespace", "model", "embedding")
-        ):
-            if kind == "insert":
-                by_model.setdefault(record["model"], []).append(record)
-            elif kind == "delete":
-                change.unvectored.append(record["id"])
-        for model, records in by_model.items():
-            change.vectors.append(
-                Vectors(
-                    model,
-                    [r["id"] for r in records],
-                    [r["namespace"] for r in records],
-                    np.asarray([r["embedding"] for r in records], dtype=np.float32),
-                )
-            )
-        for kind, record in self._feed(
-            "sessions", first, last, wanted, ("namespace", "session_id", "status", "last_activity")
-        ):
-            key = (record["namespace"], record["session_id"])
-            if kind in ("insert", "update_postimage") and record["status"] == "active":
-                change.sessions_inactive.discard(key)
-                change.sessions_active[key] = record["last_activity"]
-            elif kind in ("delete", "update_postimage"):
-                change.sessions_active.pop(key, None)
-                change.sessions_inactive.add(key)
-        return change
-
-    def _feed(
-        self, table: str, first: int, last: int, snapshots: list[int], columns: Sequence[str]
-    ) -> list[tuple[str, dict[str, Any]]]:
-        rows = Store.run(
-            self,
-            f"SELECT change_type, {', '.join(columns)} FROM ducklake_table_changes(?, 'main', ?, ?, ?)"
-            " WHERE snapshot_id IN (SELECT unnest(?::BIGINT[])) ORDER BY snapshot_id, rowid",
-            [LAKE, table, first, last, snapshots],
-            "records",
-        )
-        return [(r.pop("change_type"), r) for r in rows]
 
     # -- maintenance -------------------------------------------------------------------
     lake_name = LAKE
 
     def fetch_lake(self, sql: str, params: Params = None, fetch: str = "rows") -> Any:
         """Run one of the lake's own functions (snapshots, compaction) and fetch it whole."""
-        return Store.run(self, sql, params, fetch)
+        return self.run(sql, params, fetch)
 
     def commit_lake(self, sql: str, params: Params, message: str) -> list[tuple]:
         """Run one of the lake's maintenance calls as a commit of its own, its snapshot
@@ -670,69 +591,3 @@ class LakeStore(Store):
 def _utc_text(moment: dt.datetime) -> str:
     """A time as DuckLake's ``SNAPSHOT_TIME`` reads it (naive times are local)."""
     return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f+00")
-
-
-def _is_missing(exc: duckdb.Error) -> bool:
-    """Whether ATTACH failed because the lake's catalog does not exist yet."""
-    low = str(exc).lower()
-    return "existing ducklake" in low and "does not exist" in low
-
-
-def _translate(exc: duckdb.Error, address: LakeUrl, *, runtime: bool = False) -> StoreError | None:
-    """DuckDB's error about the lake as one line that says what to fix (the password
-    never shown); None, at run time, for errors that are not about the lake itself."""
-    text = str(exc)
-    low = text.lower()
-    first = text.strip().splitlines()[0][:160] if text.strip() else type(exc).__name__
-    first = first.replace(address.attach[len("ducklake:postgres:") :], address.shown)
-    if "password authentication failed" in low or "no password supplied" in low:
-        return StoreError(
-            f"the lake's catalog refused the login ({address.shown}): check user and "
-            "password (password=... in the address, or $PGPASSWORD)"
-        )
-    if (
-        "connection refused" in low
-        or "could not connect" in low
-        or "unable to connect" in low
-        or "server closed the connection" in low
-        or "no connection to the server" in low
-        or "terminating connection" in low
-    ):
-        during = " Nothing of this call was stored: call again once it is back" if runtime else ""
-        return StoreError(
-            f"cannot reach the lake's catalog ({address.shown}): is PostgreSQL running and "
-            f"listening there?{during}"
-        )
-    if _is_missing(exc):
-        return StoreError(
-            f"there is no lake at {address.shown} yet: check dbname and metadata_schema, or "
-            "open it once for writing (Memory(url, data_path=...)) to make it"
-        )
-    if "database" in low and "does not exist" in low:
-        return StoreError(
-            f"the catalog database of {address.shown} does not exist: create it "
-            "(createdb) or name another one"
-        )
-    if (
-        runtime
-        and isinstance(exc, duckdb.IOException)
-        and ("no such file" in low or "no files found" in low)
-        and (".parquet" in low or bool(address.data_path and address.data_path in text))
-    ):
-        missing = re.search(r'"([^"]+)"', text)
-        return WriteConflict(
-            f"a data file of the lake {address.shown} is missing "
-            f"({missing.group(1) if missing else first}): a purge or a compaction deleted it "
-            "while this call read it; nothing of this call was stored: call again (if it "
-            "stays missing, the data path was damaged: restore the file from a backup)"
-        )
-    if isinstance(exc, duckdb.IOException) and (
-        "permission denied" in low or "no space left" in low or "read-only file system" in low
-    ):
-        return StoreError(
-            f"the lake's data path cannot be written ({first}); nothing of this call was "
-            "stored: make the folder writable or free space, then call again"
-        )
-    if runtime:
-        return None
-    return StoreError(f"cannot open the lake {address.shown}: {first}")

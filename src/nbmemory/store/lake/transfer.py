@@ -38,8 +38,7 @@ from ...errors import StoreError
 from .. import files
 from ..connection import Store
 from ..schema import EVENT_SEQ, EVENTS, META, TABLES, Table
-from . import statements
-from .store import LAKE, LakeStore
+from .store import LakeStore
 from .url import is_lake_url, parse_lake_url
 
 S = TypeVar("S", bound=Store)
@@ -58,7 +57,6 @@ SEQUENCES = {
 #: The lake's counter of facts and macros ids (see :mod:`.tables`).
 SMALL_IDS = "small_ids"
 #: The name an Arrow batch is visible under while it is inserted.
-_BATCH_VIEW = "_nbmemory_transfer"
 
 
 @dataclass
@@ -248,11 +246,6 @@ def _columns(table: Table) -> tuple[str, ...]:
     return table.names + ((EVENT_SEQ,) if table is EVENTS else ())
 
 
-def _destination(target: Store, table: Table) -> str:
-    """The table itself (on a lake ``events`` read by name is a view)."""
-    return statements.target(LAKE, table.name) if isinstance(target, LakeStore) else table.name
-
-
 def _copy(source: Store, target: Store, copied: Copied) -> None:
     """Every table of :data:`TABLES`, in one transaction of the target."""
     current = ""
@@ -270,15 +263,11 @@ def _copy(source: Store, target: Store, copied: Copied) -> None:
 
 def _copy_table(source: Store, target: Store, table: Table) -> int:
     columns = ", ".join(_columns(table))
-    insert = (
-        f"INSERT INTO {_destination(target, table)} ({columns}) SELECT {columns} FROM {_BATCH_VIEW}"
-    )
     rows = 0
     for batch in source.stream(f"SELECT {columns} FROM {table.name}", None, BATCH_ROWS):
         if not batch.num_rows:
             continue
-        with target.registered(_BATCH_VIEW, pa.Table.from_batches([batch])):
-            target.run(insert)
+        target.statements.insert_arrow(table.name, pa.Table.from_batches([batch]))
         rows += batch.num_rows
     return rows
 
@@ -290,12 +279,11 @@ def _copy_meta(source: Store, target: Store) -> int:
         for key, value in source.run(f"SELECT key, value FROM {META.name}")
         if key not in IDENTITY_KEYS
     ]
-    name = _destination(target, META)
-    target.run(
-        f"DELETE FROM {name} WHERE key IN (SELECT unnest(?::VARCHAR[]))", [[k for k, _ in rows]]
+    target.statements.delete(
+        META.name, "key IN (SELECT unnest(?::VARCHAR[]))", [[k for k, _ in rows]]
     )
     for key, value in rows:
-        target.run(f"INSERT INTO {name} (key, value) VALUES (?, ?)", [key, value])
+        target.statements.insert(META.name, {"key": key, "value": value})
     return len(rows)
 
 

@@ -27,6 +27,10 @@ _METADATA_SCHEMA = re.compile(r"(?:^|\s)metadata_schema=(\w+)")
 _SECRET = re.compile(r"(password\s*=\s*)(\S+)", re.IGNORECASE)
 
 
+#: The name the lake is attached under in each process's DuckDB.
+LAKE = "lake"
+
+
 def is_lake_url(path: object) -> bool:
     """Whether ``path`` names a DuckLake (``ducklake:...``) rather than a DuckDB file."""
     return isinstance(path, str) and path.strip().lower().startswith(SCHEME)

@@ -38,8 +38,11 @@ class LakeEventVectors(EventVectors):
         )
         failed = [r[0] for r in rows if r[2]]
         if failed:
-            self.store.run(
-                "UPDATE events SET embedding_error = NULL WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+            self.store.statements.update(
+                "events",
+                "embedding_error = NULL",
+                [],
+                "id IN (SELECT unnest(?::VARCHAR[]))",
                 [failed],
             )
         return [(r[0], r[1]) for r in rows]
@@ -63,9 +66,11 @@ class LakeEventVectors(EventVectors):
         rows = [(r[0], r[1]) for r in self.store.run(sql, params)]
         if rows:
             ids = [r[0] for r in rows]
-            self.store.run(
-                "UPDATE events SET embedding_error = NULL WHERE embedding_error IS NOT NULL"
-                " AND id IN (SELECT unnest(?::VARCHAR[]))",
+            self.store.statements.update(
+                "events",
+                "embedding_error = NULL",
+                [],
+                "embedding_error IS NOT NULL AND id IN (SELECT unnest(?::VARCHAR[]))",
                 [ids],
             )
             self.drop(ids)
