@@ -166,7 +166,7 @@ def test_a_version_1_file_keeps_every_vector_in_event_vectors(store_path):
         marked = store.fetchall("SELECT id, embedding_model FROM events ORDER BY id")
         assert marked == [("e0", "test/one-hot"), ("e1", "test/one-hot"), ("e2", None)]
         assert store.vectors.pending() == [("e2", "no vector yet")]
-        assert store.schema_version() == SCHEMA_VERSION
+        assert store.catalog.schema_version() == SCHEMA_VERSION
     finally:
         store.close()
 
@@ -259,8 +259,8 @@ def test_legacy_messages_table_is_migrated_into_events(store_path):
         assert (c["tool_call_id"], c["tool_name"]) == ("call_1", "search")
         assert c["created_at"].isoformat() == "2024-03-01T10:00:06.250000"
         # nothing lost: the old table is kept, renamed
-        assert mem.store.table_exists("messages_migrated")
-        assert not mem.store.table_exists("messages")
+        assert mem.store.catalog.table_exists("messages_migrated")
+        assert not mem.store.catalog.table_exists("messages")
     finally:
         mem.close()
     # opening again migrates nothing twice
@@ -289,7 +289,7 @@ def test_statements_are_parameterised_against_hostile_strings(mem):
     mem.flush()
     frame = mem.events(session_id=hostile)
     assert frame["content"].tolist() == ["Robert'); DROP TABLE events;--"]
-    assert mem.store.table_exists("events")
+    assert mem.store.catalog.table_exists("events")
     hits = mem.search("Robert DROP TABLE", session_id=hostile)
     assert len(hits) == 1
 

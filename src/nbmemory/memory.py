@@ -279,7 +279,7 @@ class Memory(AstreusNames, OlderNames):
     def research(self) -> ResearchGroup:
         """The research toolkit on this store: frames, similarities, LoCoMo, evaluation,
         figures (:class:`~.facade.research_group.ResearchGroup`)."""
-        return ResearchGroup(self)
+        return ResearchGroup(self, self._gate.check_open)
 
     # -- settings -----------------------------------------------------------------------
     @property

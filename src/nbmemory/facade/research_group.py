@@ -10,8 +10,8 @@ works without the ``notebook`` extra.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -19,11 +19,7 @@ from ..config import Settings
 from ..research import datasets, evaluation, frames, thresholds
 from ..research.datasets import LoadedConversation
 from ..research.evaluation import Evaluation, Strategy
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
-
-    from ..memory import Memory
+from ..research.subject import MemoryLike as Memory
 
 
 class ResearchGroup:
@@ -34,15 +30,16 @@ class ResearchGroup:
     :mod:`nbmemory.research.thresholds` and :mod:`nbmemory.research.figures`.
     """
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: Memory, check_open: Callable[[], None]) -> None:
         self._memory = memory
+        self._check_open = check_open
 
     def __repr__(self) -> str:
         names = [n for n in dir(type(self)) if not n.startswith("_")]
         return f"<nbmemory research of {self._memory.path!r}: {', '.join(names)}>"
 
     def _open(self) -> Memory:
-        self._memory._gate.check_open()
+        self._check_open()
         return self._memory
 
     def memories(self, *, namespace: str | None = None) -> pd.DataFrame:
@@ -103,7 +100,7 @@ class ResearchGroup:
         namespace: str | None = None,
         by: str | None = "role",
         title: str | None = None,
-    ) -> go.Figure:
+    ) -> Any:  # a plotly Figure (plotly is imported only here, when drawn)
         """A plotly histogram of importance with the salience cut
         (:func:`nbmemory.research.figures.importance_histogram`; needs plotly)."""
         from ..research.figures import importance_histogram  # plotly: only when drawn

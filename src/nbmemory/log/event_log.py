@@ -250,7 +250,7 @@ class EventLog:
             "path": core.store.path,
             "namespace": core.namespace,
             "model": core.model,
-            "schema_version": core.store.schema_version(),
+            "schema_version": core.store.catalog.schema_version(),
             "events": total("events"),
             "embedded": total("embedded"),
             "pending": total("pending"),

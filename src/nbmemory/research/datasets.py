@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import InvalidInput
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from .subject import MemoryLike as Memory
 
 #: Environment variable naming the folder that holds the LoCoMo ``conv-*.json`` files.
 ENV_LOCOMO_PATH = "NBMEMORY_LOCOMO_PATH"

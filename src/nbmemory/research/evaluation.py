@@ -33,7 +33,7 @@ from .datasets import LoadedConversation
 
 if TYPE_CHECKING:
     from ..config import Settings
-    from ..memory import Memory
+    from .subject import MemoryLike as Memory
 
 Strategy = Callable[["Memory", LoadedConversation, str, int], list[str]]
 

@@ -18,7 +18,7 @@ from .frames import memories_frame
 from .thresholds import SPEC_THRESHOLDS, ThresholdSuggestion
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from .subject import MemoryLike as Memory
 
 #: Colours of the figures: relevant / not relevant / the movable threshold.
 COLORS = {"relevant": "#d62728", "not relevant": "#7f7f7f", "threshold": "#1f77b4"}

@@ -39,7 +39,7 @@ from .evaluation import (
 )
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from .subject import MemoryLike as Memory
 
 #: L2 penalty, steps and step size of the fit (chosen on LoCoMo held-out
 #: conversations; the result moves little around them).

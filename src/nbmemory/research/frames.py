@@ -19,8 +19,8 @@ from ..validation import check_name
 from .thresholds import SPEC_THRESHOLDS
 
 if TYPE_CHECKING:
-    from ..memory import Memory
     from ..retrieval import Context
+    from .subject import MemoryLike as Memory
 
 #: Columns of :func:`memories_frame`: the memory, then whether it is salient and embedded.
 MEMORY_COLUMNS = [*VECTOR_FRAME_COLUMNS[:-1], "salient", "embedded", "created_at"]

@@ -15,7 +15,7 @@ from ..errors import InvalidInput
 from .datasets import LoadedConversation
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from .subject import MemoryLike as Memory
 
 #: Thresholds of the spec drawn on every figure: relevance (the agent layer) and search (Astreus).
 SPEC_THRESHOLDS = {"relevance 0.65 (spec)": 0.65, "search 0.7 (spec)": 0.7}

@@ -115,6 +115,16 @@ class TableHost(Protocol):
     def advance_ids(self, sequence: str, at_least: int) -> None: ...
 
 
+class CatalogView(Protocol):
+    """``store.catalog``: which tables the store holds and the version it records."""
+
+    def tables(self) -> list[str]: ...
+
+    def table_exists(self, name: str) -> bool: ...
+
+    def schema_version(self) -> int: ...
+
+
 class MigratingStore(Protocol):
     """What the migrations and the shape check may ask of the store they bring up to date."""
 
@@ -131,11 +141,8 @@ class MigratingStore(Protocol):
 
     def schema_changes(self) -> contextlib.AbstractContextManager[None]: ...
 
-    def schema_version(self) -> int: ...
-
-    def table_exists(self, name: str) -> bool: ...
-
-    def tables(self) -> list[str]: ...
+    @property
+    def catalog(self) -> CatalogView: ...
 
 
 @runtime_checkable

@@ -38,6 +38,7 @@ import pyarrow as pa
 from ..errors import StoreError
 from . import files, migrations, openers, peers
 from .audit import AuditTable, MetaTable
+from .catalog import Catalog
 from .changes import Change, Listener
 from .events import EventsTable
 from .facts import FactsTable, advance_sequence
@@ -64,6 +65,8 @@ class Store(PlainSQL):
 
     #: Where the rows live: ``"file"`` (a DuckDB file) or ``"ducklake"`` (:mod:`.lake`).
     backend = "file"
+    #: The database of the connection whose tables are the store's (None: the default one).
+    catalog_database: str | None = None
     #: Seconds the embedding worker waits for more texts before a batch (one write each).
     embed_linger = 0.05
     #: The table object of ``event_vectors`` (a lake keeps vector state apart from rows).
@@ -121,6 +124,8 @@ class Store(PlainSQL):
         self.sessions = SessionsTable(self)
         self.audit = AuditTable(self)
         self.meta = MetaTable(self)
+        #: Which tables the store holds, and its schema version.
+        self.catalog = Catalog(self, self.catalog_database)
         #: Leaves the processes that have the file open (:mod:`.openers`): joined before
         #: DuckDB sees the file, so an opener the rule keeps out never touches it.
         self._leave_openers = openers.join(self)
@@ -573,24 +578,3 @@ class Store(PlainSQL):
             self.con = self._connect()
         self.mark_stale()
         return {}
-
-    # -- schema ------------------------------------------------------------------------
-    def tables(self) -> list[str]:
-        """Names of the tables of the file's main schema."""
-        rows = self.run(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
-        )
-        return [row[0] for row in rows]
-
-    def table_exists(self, name: str) -> bool:
-        rows = self.run(
-            "SELECT count(*) FROM information_schema.tables "
-            "WHERE table_schema = 'main' AND table_name = ?",
-            [name],
-        )
-        return bool(rows and rows[0][0])
-
-    def schema_version(self) -> int:
-        """The version ``nbmemory_meta`` records (0 before there is one); a value that is
-        not a whole number means the file was damaged: :class:`StoreError` says so."""
-        return migrations.recorded_version(self)

@@ -42,7 +42,7 @@ def migration(fn: Migration) -> Migration:
 
 def applied(store: MigratingStore) -> set[str]:
     """Names of the migrations recorded in the file (empty for a new file)."""
-    if not store.table_exists("nbmemory_migrations"):
+    if not store.catalog.table_exists("nbmemory_migrations"):
         return set()
     return {row[0] for row in store.run("SELECT name FROM nbmemory_migrations")}
 
@@ -78,7 +78,7 @@ def check_file(store: MigratingStore, *, adopt: bool = False) -> None:
     (unless ``adopt=True`` asks to add nbmemory's tables beside its own, and no
     table name clashes).
     """
-    tables = set(store.tables())
+    tables = set(store.catalog.tables())
     if "nbmemory_meta" in tables:
         _check_version(store)
         return
@@ -104,7 +104,7 @@ def check_readable(store: MigratingStore) -> None:
     """A file opened read-only must be nbmemory's, migrated to this version's tables
     (a newer one is readable as far as it goes; an older one cannot be upgraded
     without a write)."""
-    tables = set(store.tables())
+    tables = set(store.catalog.tables())
     if not tables:
         return
     if "nbmemory_meta" not in tables and not (
@@ -121,12 +121,12 @@ def check_readable(store: MigratingStore) -> None:
             f" ({', '.join(missing)}), which read_only=True cannot do; open it once"
             " without read_only (or run `nbmemory status --store PATH`) to upgrade it"
         )
-    store.schema_version()  # a damaged one is refused here, not at the first status()
+    store.catalog.schema_version()  # a damaged one is refused here, not at the first status()
     check_columns(store)
 
 
 def _check_version(store: MigratingStore) -> None:
-    version = store.schema_version()
+    version = store.catalog.schema_version()
     unknown = sorted(applied(store) - {fn.__name__ for fn in MIGRATIONS})
     if version > SCHEMA_VERSION or unknown:
         raise StoreError(
@@ -185,7 +185,7 @@ def _apply(store: MigratingStore, fn: Migration) -> None:
 
 def _meta_current(store: MigratingStore) -> bool:
     return (
-        store.table_exists("nbmemory_meta")
+        store.catalog.table_exists("nbmemory_meta")
         and store.meta.get("schema_version") == str(SCHEMA_VERSION)
         and store.meta.get("format") == FORMAT
     )
@@ -210,7 +210,7 @@ def m002_events_seq(store: MigratingStore) -> None:
 @migration
 def m003_legacy_messages(store: MigratingStore) -> None:
     """Copy the v0.8 ``messages`` rows into ``events``, then keep the old table renamed."""
-    if store.table_exists(LEGACY_MESSAGES):
+    if store.catalog.table_exists(LEGACY_MESSAGES):
         store.migrated_messages = _copy_messages(store)
 
 
@@ -409,7 +409,7 @@ def _copy_messages(store: MigratingStore) -> int:
     """
     copied = len(store.run(sql, [DEFAULT_MODEL]))
     suffix = ""
-    if store.table_exists(LEGACY_RENAMED):
+    if store.catalog.table_exists(LEGACY_RENAMED):
         suffix = "_" + str(store.run("SELECT count(*) FROM duckdb_tables()")[0][0])
     # the old rows stay (renamed) rather than being dropped: nothing is lost
     store.run(f"ALTER TABLE {LEGACY_MESSAGES} RENAME TO {LEGACY_RENAMED}{suffix}")
@@ -419,7 +419,7 @@ def _copy_messages(store: MigratingStore) -> int:
 def recorded_version(store: MigratingStore) -> int:
     """The version ``nbmemory_meta`` records (0 before there is one); a value that is
     not a whole number means the file was damaged: :class:`StoreError` says so."""
-    if not store.table_exists("nbmemory_meta"):
+    if not store.catalog.table_exists("nbmemory_meta"):
         return 0
     value = store.meta.get("schema_version")
     try:

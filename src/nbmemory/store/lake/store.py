@@ -78,6 +78,7 @@ class LakeStore(Store):
     """A :class:`~nbmemory.store.Store` on a DuckLake catalog and data path."""
 
     backend = "ducklake"
+    catalog_database = LAKE
     vectors_class = LakeEventVectors
     #: Every write is a snapshot of the catalog of its own: vectors take the usual path.
     writes_beside = False
@@ -231,7 +232,7 @@ class LakeStore(Store):
                 f"{', '.join(sorted(present)[:6])}); nothing was changed. Use another catalog "
                 "database or another METADATA schema for nbmemory"
             )
-        version = self.schema_version()
+        version = self.catalog.schema_version()
         if self.meta.get("format") != FORMAT or version > SCHEMA_VERSION:
             raise StoreError(
                 f"the lake {self.path} was written by a newer nbmemory (schema version "
@@ -317,17 +318,6 @@ class LakeStore(Store):
                 f"the data path {root} belongs to another lake (its {MARKER} names lake "
                 f"{owner}); nothing was changed. Give each lake its own data path"
             )
-
-    def tables(self) -> list[str]:
-        rows = self.run(
-            "SELECT table_name FROM information_schema.tables"
-            " WHERE table_catalog = ? AND table_schema = 'main'",
-            [LAKE],
-        )
-        return [row[0] for row in rows]
-
-    def table_exists(self, name: str) -> bool:
-        return name in self.tables()
 
     # -- ids ---------------------------------------------------------------------------
     def next_seq(self) -> int:

@@ -154,7 +154,7 @@ def _source_file(path: str) -> Iterator[Store]:
     if not Path(path).expanduser().is_file():
         raise StoreError(f"no store file at {path}; push copies an existing nbmemory file")
     with _closing(Store(path, read_only=True)) as source:
-        if not source.table_exists(META.name):
+        if not source.catalog.table_exists(META.name):
             raise StoreError(
                 f"{path} is not an nbmemory store (it has no {META.name} table); "
                 "pass the path of an nbmemory file"
