@@ -157,7 +157,7 @@ HOLDER = """
 import sys
 from nbmemory import Memory
 mem = Memory(sys.argv[1], embedder="hash", shared=True, background_consolidation=False)
-with mem.store._lock:  # hold the turn until told
+with mem.store.locked():  # hold the turn until told
     print("holding", flush=True)
     sys.stdin.readline()
 mem.close()
