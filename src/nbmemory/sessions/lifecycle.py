@@ -217,7 +217,7 @@ class Sessions:
                 tx.sessions.reopen(ns, session_id, now)
                 tx.audit("session_reopen", [session_id], ns)
             else:
-                tx.sessions.touch(ns, session_id, now)
+                tx.touch(ns, session_id, at=now)
         found = self._get(ns, session_id)
         assert found is not None
         return found

@@ -71,9 +71,11 @@ class Tx:
             at=at or utcnow(),
         )
 
-    def touch(self, namespace: str, session_id: str) -> None:
-        """Mark a started session as used now (no SQL for sessions never started)."""
-        self._writer._touch(self, namespace, session_id)
+    def touch(self, namespace: str, session_id: str, *, at: dt.datetime | None = None) -> None:
+        """Mark a started session as used now (no SQL for sessions never started, nor
+        within a second of the last touch); ``at``: at that moment, whatever the last
+        touch (a resume).  The only way ``last_activity`` moves on use."""
+        self._writer._touch(self, namespace, session_id, at)
 
 
 class Writer:
@@ -157,10 +159,10 @@ class Writer:
         last = self.active_sessions().get((namespace, session_id))
         return last is not None and self.clock() - last >= TOUCH_INTERVAL
 
-    def _touch(self, tx: Tx, namespace: str, session_id: str) -> None:
-        if not self._due(namespace, session_id):
+    def _touch(self, tx: Tx, namespace: str, session_id: str, at: dt.datetime | None) -> None:
+        if at is None and not self._due(namespace, session_id):
             return
-        now = self.clock()
+        now = self.clock() if at is None else at
         tx.sessions.touch(namespace, session_id, now)
         self.active_sessions()[(namespace, session_id)] = now
 
