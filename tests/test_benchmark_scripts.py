@@ -122,3 +122,30 @@ def test_search_benchmark_runs_and_its_answers_are_exact() -> None:
     assert "| 3,000 |" in out and "| yes |" in out
     for table in ("filtered / unfiltered", "hybrid s rebuilt", "| stack s |", "hybrid / vector"):
         assert table in out
+
+
+def test_api_benchmark_compares_this_checkout_with_another():
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_api.py"),
+            "--baseline-src",
+            str(ROOT / "src"),
+            "--rounds",
+            "1",
+            "--events",
+            "20",
+            "--bulk",
+            "1000",
+            "--queries",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "ratio" in lines[1]
+    calls = {line.split("  ")[0].strip() for line in lines[2:]}
+    assert calls == {"add_event", "add_events (per row)", "search", "get_context"}
