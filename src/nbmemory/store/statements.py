@@ -91,6 +91,14 @@ def values_sql(columns: Sequence[str], placeholders: Mapping[str, str] | None) -
     return f"({', '.join(columns)}) VALUES ({', '.join(shown.get(c, '?') for c in columns)})"
 
 
+def update_sql(target: str, set_sql: str, from_: str | None, where_sql: str) -> str:
+    """``UPDATE target SET set_sql [FROM from_] [WHERE where_sql]``."""
+    sql = f"UPDATE {target} SET {set_sql}"
+    if from_:
+        sql += f" FROM {from_}"
+    return sql + (f" WHERE {where_sql}" if where_sql else "")
+
+
 def returning_sql(returning: Sequence[str]) -> str:
     return f" RETURNING {', '.join(returning)}" if returning else ""
 
@@ -132,12 +140,8 @@ class FileStatements:
         returning: Sequence[str] = (),
         from_: str | None = None,
     ) -> Rows:
-        sql = f"UPDATE {table} SET {set_sql}"
-        if from_:
-            sql += f" FROM {from_}"
-        if where_sql:
-            sql += f" WHERE {where_sql}"
-        rows = self._run(sql + returning_sql(returning), [*set_params, *where_params])
+        sql = update_sql(table, set_sql, from_, where_sql) + returning_sql(returning)
+        rows = self._run(sql, [*set_params, *where_params])
         return self._rows(rows, returning)
 
     def delete(

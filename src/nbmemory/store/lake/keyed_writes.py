@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..schema import TABLES
-from ..statements import ARROW_VIEW, Register, Rows, Run, values_sql
+from ..statements import ARROW_VIEW, Register, Rows, Run, update_sql, values_sql
 
 
 class LakeStatements:
@@ -102,9 +102,7 @@ class LakeStatements:
         from_: str | None = None,
     ) -> Rows:
         if not returning:
-            sql = f"UPDATE {self.target(table)} SET {set_sql}"
-            sql += f" FROM {from_}" if from_ else ""
-            sql += f" WHERE {where_sql}" if where_sql else ""
+            sql = update_sql(self.target(table), set_sql, from_, where_sql)
             self._run(sql, [*set_params, *where_params])
             return []
         chosen = self._keys_of(table, where_sql, where_params, from_)
@@ -113,15 +111,10 @@ class LakeStatements:
         match, match_params = _by_keys(table, chosen)
         if from_:  # the joined rows give the new values: join them again, on these keys
             condition = f"({where_sql}) AND {match}" if where_sql else match
-            self._run(
-                f"UPDATE {self.target(table)} SET {set_sql} FROM {from_} WHERE {condition}",
-                [*set_params, *where_params, *match_params],
-            )
+            params = [*set_params, *where_params, *match_params]
         else:
-            self._run(
-                f"UPDATE {self.target(table)} SET {set_sql} WHERE {match}",
-                [*set_params, *match_params],
-            )
+            condition, params = match, [*set_params, *match_params]
+        self._run(update_sql(self.target(table), set_sql, from_, condition), params)
         return self._run(f"SELECT {', '.join(returning)} FROM {table} WHERE {match}", match_params)
 
     def delete(
