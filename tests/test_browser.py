@@ -331,9 +331,11 @@ def test_tuner_in_jupyterlab(jupyterlab, artifacts, tmp_path) -> None:
 
             tuner = page.locator(".nbmemory-tuner")
             tuner.scroll_into_view_if_needed()
+            # plotly draws the layout first and the shapes after: wait for the line
             page.wait_for_function(
                 "() => { const gd = document.querySelector("
-                "'.nbmemory-histogram .js-plotly-plot'); return gd && gd.layout; }"
+                "'.nbmemory-histogram .js-plotly-plot'); return gd && gd.layout &&"
+                " (gd.layout.shapes || []).some(s => s.name === 'threshold'); }"
             )
             recalled = page.locator(".nbmemory-recalled")
             counts = page.locator(".nbmemory-counts")
