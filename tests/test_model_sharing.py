@@ -150,3 +150,11 @@ def test_two_stores_embedding_at_once_get_the_serial_vectors(fresh_pool, tmp_pat
     finally:
         first.close()
         second.close()
+
+
+def test_the_session_plans_no_memory_per_shape(real_embedder) -> None:
+    """The memory pattern kept buffers per input shape (886 MB peak instead of 612
+    for 200 long messages, docs/performance.md): the loaded session has it off."""
+    options = real_embedder._load().model.model.get_session_options()
+    assert options.enable_mem_pattern is False
+    assert options.enable_cpu_mem_arena is True

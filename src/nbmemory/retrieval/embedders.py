@@ -61,8 +61,12 @@ DEFAULT_HUB = "https://huggingface.co"
 HUB_CHECK_TIMEOUT = 2.5
 
 
-#: ``onnxruntime.SessionOptions`` attributes set on the model's session.
-SESSION_OPTIONS: dict[str, Any] = {}
+#: ``onnxruntime.SessionOptions`` attributes set on the model's session.  The memory
+#: pattern (buffers planned per input shape and kept) is off: batches here come in
+#: many shapes, and with it on the peak resident memory of 200 long messages was
+#: 886 MB instead of 612 (``docs/performance.md``, "Memory").  The CPU arena stays
+#: on: without it the peak was no lower (859 MB) and runs were slower.
+SESSION_OPTIONS: dict[str, Any] = {"enable_mem_pattern": False}
 
 #: Held while ONNX Runtime's session options are swapped for a model load.
 _SESSION_OPTIONS_LOCK = threading.Lock()
