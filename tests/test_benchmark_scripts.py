@@ -149,3 +149,21 @@ def test_api_benchmark_compares_this_checkout_with_another():
     assert "ratio" in lines[1]
     calls = {line.split("  ")[0].strip() for line in lines[2:]}
     assert calls == {"add_event", "add_events (per row)", "search", "get_context"}
+
+
+def test_long_memories_benchmark_runs_quick(model_path: str) -> None:
+    """benchmarks/long_memories.py --quick: 20 long messages with the real model; the
+    second store shares the model and every message gets its vector (the script
+    asserts it)."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "long_memories.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| ingest of the long messages (add_events + flush) |" in out
+    assert "a second Memory, same process (model shared by 2)" in out
+    assert "| tail facts found in the top 3 |" in out

@@ -470,7 +470,8 @@ def test_env_model_path_after_the_error_is_tried_by_the_next_magic(
     assert frame["content"].tolist() == ["My name is John and I love TypeScript"]
     assert not np.isnan(frame["similarity"].iloc[0])
     status = run(ip, "%memory status")
-    assert status.model_state == "ok (384-d)" and status["pending"] == 0
+    assert status.model_state.startswith("ok (384-d, reads 254 word-pieces, used by 1 embedder")
+    assert status["pending"] == 0
     assert magics.memory.model_name == DEFAULT_MODEL
 
 

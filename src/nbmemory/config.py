@@ -41,6 +41,8 @@ MAX_JSON_DEPTH_CEILING = 500
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_NAMESPACE = "default"
+#: Padded word-pieces per batch the model embeds at most (``Settings.embed_batch_tokens``).
+DEFAULT_BATCH_TOKENS = 4096
 DEFAULT_STORE_FILENAME = "nbmemory.duckdb"
 
 #: Environment variable naming the default store path.
@@ -113,6 +115,11 @@ class Settings:
     # embeddings
     embedding_model: str = DEFAULT_MODEL
     embed_batch_size: int = 64
+    #: The memory ceiling of embedding: padded word-pieces per batch the model runs at
+    #: most (rows x the longest row, each cut at the model's trained length).  The
+    #: model's working memory grows with it; ``docs/performance.md``, "Memory", has the
+    #: peak resident memory and the speed measured at several values.
+    embed_batch_tokens: int = DEFAULT_BATCH_TOKENS
     # guard rails: the largest input accepted (each error names the setting to raise)
     #: content of an event or memory, a task's prompt; and, as they carry content,
     #: tool calls (a write_file call holds the file), session state and macro arguments
@@ -158,6 +165,7 @@ class Settings:
             "audit_retention_days",
             "max_memory_tokens",
             "embed_batch_size",
+            "embed_batch_tokens",
             "max_content_bytes",
             "max_metadata_bytes",
             "max_key_chars",

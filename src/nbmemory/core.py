@@ -53,6 +53,7 @@ class Core:
             )
         self.indexes = Indexes(store, cache)
         self.working = WorkingMemory(store, settings.working_memory_cap)
+        self.apply_batch_tokens()
         self.worker = None if store.read_only else self._start_worker()
         self.retriever = Retriever(
             store,
@@ -89,6 +90,11 @@ class Core:
             dim=store.vectors.vector_dim(embedder.name),
             linger=store.embed_linger,
         )
+
+    def apply_batch_tokens(self) -> None:
+        """Hand ``settings.embed_batch_tokens`` to an embedder that batches by tokens."""
+        if hasattr(self.embedder, "batch_tokens"):
+            self.embedder.batch_tokens = self.settings.embed_batch_tokens
 
     @property
     def model(self) -> str:

@@ -47,6 +47,7 @@ from .log.event_log import EventLog
 from .log.memories import Memories
 from .redaction import Redactor
 from .retrieval import Embedder, Retriever, estimate_tokens, resolve_embedder
+from .retrieval.embedders import close_embedder
 from .retrieval.rerank import Reranker, as_reranker
 from .sessions.audit_trail import Audit
 from .sessions.lifecycle import Sessions
@@ -162,6 +163,8 @@ class Memory(AstreusNames, OlderNames):
         rerank = as_reranker(reranker)
         namespace = check_name(namespace, "namespace")
         model = _embedder(embedder, settings)
+        #: An embedder made here (not passed in) is this store's: close() lets go of its model.
+        self._owns_embedder = embedder is None or isinstance(embedder, str)
         self._path = str(path) if path is not None else default_store_path()
         self._redactor_cache: tuple[Any, Redactor | None] | None = None
         store = open_store(
@@ -214,6 +217,8 @@ class Memory(AstreusNames, OlderNames):
             consolidation = getattr(self, "_consolidation", None)
             if consolidation is not None:
                 consolidation.stop()
+            if self._owns_embedder and core is not None:
+                close_embedder(core.embedder)
         store.close()
 
     # -- what it is ------------------------------------------------------------------------
@@ -333,6 +338,7 @@ class Memory(AstreusNames, OlderNames):
             core.working.resize(core.settings.working_memory_cap)
         if core.worker is not None:
             core.worker.batch_size = core.settings.embed_batch_size
+        core.apply_batch_tokens()
         if not core.store.read_only:
             core.writer.audit(action, [], None, details)
         return core.settings
@@ -368,6 +374,8 @@ class Memory(AstreusNames, OlderNames):
         self._consolidation.stop()
         if self._core.worker is not None:
             self._core.worker.stop()
+        if self._owns_embedder:  # the last store using the model frees it
+            close_embedder(self._core.embedder)
         store, indexes = self._core.store, self._core.indexes
         if indexes.cache is not None and store.sole_writer():
             # where the rows the saved indexes lack are, for the next process (no hashing)
@@ -404,7 +412,21 @@ class Memory(AstreusNames, OlderNames):
     search = delegate("_retriever", Retriever.search)
     get_context = delegate("_retriever", Retriever.get_context)
     flush = delegate("_embeddings", Embeddings.flush, one_turn=False)
-    status = delegate("_events", EventLog.status)
+
+    def status(self) -> dict[str, Any]:
+        """Path, model, counts per namespace/session/kind, the embedding backlog, and
+        ``embedder``: the model's footprint in this process (loaded, shared by how
+        many embedders, resident MiB its load added, ``max_tokens``, ``batch_tokens``;
+        ``{}`` for an embedder that cannot say).
+
+        ``without_text`` counts the events with no text (tool-call turns): they are
+        never embedded, so they are neither pending nor failed.
+        """
+        info = self._gate.run(self._events.status)
+        footprint = getattr(self._core.embedder, "footprint", None)
+        info["embedder"] = footprint() if callable(footprint) else {}
+        return info
+
     purge = delegate("_events", EventLog.purge)
 
 

@@ -19,21 +19,22 @@ The background :class:`~nbmemory.retrieval.worker.EmbeddingWorker` runs them.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import inspect
 import logging
 import os
-import re
 import socket
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..config import DEFAULT_MODEL, ENV_MODEL_PATH
+from ..config import DEFAULT_BATCH_TOKENS, DEFAULT_MODEL, ENV_MODEL_PATH
 from ..errors import EmbedderError, InvalidInput, ModelUnavailable
+from . import model_pool
+from .model_pool import SharedModel
+from .offline_embedders import CallableEmbedder, HashEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -60,21 +61,31 @@ DEFAULT_HUB = "https://huggingface.co"
 HUB_CHECK_TIMEOUT = 2.5
 
 
+#: ``onnxruntime.SessionOptions`` attributes set on the model's session.  The memory
+#: pattern (buffers planned per input shape and kept) is off: batches here come in
+#: many shapes, and with it on the peak resident memory of 200 long messages was
+#: 886 MB instead of 612 (``docs/performance.md``, "Memory").  The CPU arena stays
+#: on: without it the peak was no lower (859 MB) and runs were slower.
+SESSION_OPTIONS: dict[str, Any] = {"enable_mem_pattern": False}
+
 #: Held while ONNX Runtime's session options are swapped for a model load.
 _SESSION_OPTIONS_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _threads_that_sleep() -> Iterator[None]:
-    """Sessions created inside the block do not spin their threads between runs.
+def _lean_sessions() -> Iterator[None]:
+    """Sessions created inside the block do not spin their threads between runs, and
+    do not keep an arena sized by the largest batch they ever ran.
 
     By default ONNX Runtime's worker threads keep spinning for a while after each
     run, ready for the next one.  Here the model runs in the background while the
     caller writes to DuckDB: on two cores the spinning threads took that CPU and
     slowed ``add_event`` markedly, for no gain in texts/s
     (``benchmarks/bench_ingest.py`` times both; ``docs/performance.md``, "Ingest",
-    has the figures before and after).  fastembed takes no option for it, so the
-    session options class it instantiates is swapped for the length of the load.
+    has the figures before and after).  The arena options are :data:`SESSION_OPTIONS`
+    (measured in ``docs/performance.md``, "Memory").  fastembed takes no option for
+    either, so the session options class it instantiates is swapped for the length
+    of the load.
     """
     try:
         import onnxruntime as ort
@@ -83,14 +94,16 @@ def _threads_that_sleep() -> Iterator[None]:
         return
     original = ort.SessionOptions
 
-    class SleepingThreads(original):  # type: ignore[misc, valid-type]
+    class LeanSession(original):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self.add_session_config_entry("session.inter_op.allow_spinning", "0")
+            for name, value in SESSION_OPTIONS.items():
+                setattr(self, name, value)
 
     with _SESSION_OPTIONS_LOCK:
-        ort.SessionOptions = SleepingThreads
+        ort.SessionOptions = LeanSession
         try:
             yield
         finally:
@@ -174,12 +187,29 @@ class FastEmbedEmbedder:
     names a local copy.  Without one, fastembed's cache is tried first, and the
     download only when the hub answers a quick check, so a machine without network
     learns in seconds that the model is missing (:class:`ModelUnavailable`).
+
+    Embedders of the same model share one loaded copy in the process
+    (:mod:`~nbmemory.retrieval.model_pool`); :meth:`close` lets go of it, and the
+    last to let go frees it.  Texts are cut at the length the model was trained on
+    (``max_tokens`` word-pieces: 254 for all-MiniLM-L6-v2, whose window of 256
+    holds [CLS] and [SEP] too) and embedded in batches of similar length holding at
+    most ``batch_tokens`` padded word-pieces, which bounds the memory a batch takes.
     """
 
-    def __init__(self, model_name: str = DEFAULT_MODEL, *, model_path: str | None = None) -> None:
+    def __init__(
+        self,
+        model_name: str = DEFAULT_MODEL,
+        *,
+        model_path: str | None = None,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        window: int | None = None,
+    ) -> None:
         self.name = model_name
         self._model_path = model_path
-        self._model: Any = None
+        #: Padded word-pieces per batch at most (``Settings.embed_batch_tokens``).
+        self.batch_tokens = batch_tokens
+        self._window = window
+        self._shared: SharedModel | None = None
         self._dim: int | None = None
         self._load_lock = threading.Lock()
         self._loading = False
@@ -205,23 +235,61 @@ class FastEmbedEmbedder:
         return (self.name, self.model_path, fastembed_cache_dir())
 
     @property
-    def load_state(self) -> str:
-        """``"ok (384-d)"``, ``"loading"``, ``"not loaded yet"`` or why it cannot load.
+    def _model(self) -> Any:
+        """The loaded fastembed model, or None (never loads)."""
+        shared = self._shared
+        return None if shared is None else shared.model
 
-        Never waits for the model (``%memory status`` shows it while a load runs).
+    @property
+    def load_state(self) -> str:
+        """``"ok (384-d, ...)"``, ``"loading"``, ``"not loaded yet"`` or why it cannot load.
+
+        Once loaded it says the footprint too: how many embedders in this process
+        share the model and what its load added to the resident memory.  Never
+        waits for the model (``%memory status`` shows it while a load runs).
         """
-        if self._model is not None:
-            return f"ok ({self._dim}-d)" if self._dim else "ok"
+        shared = self._shared
+        if shared is not None:
+            return "ok (" + ", ".join(_footprint_words(shared, self._dim)) + ")"
         with _FAILED_LOCK:
             reason = _FAILED_LOADS.get(self._key())
         if reason is not None:
             return f"cannot load: {reason}"
         return "loading" if self._loading else "not loaded yet"
 
+    def footprint(self) -> dict[str, Any]:
+        """What the model costs this process now (``Memory.status()["embedder"]``).
+
+        ``loaded``; ``shared_by``: embedders in the process using this loaded copy;
+        ``load_mb``: resident memory (MiB) the load added, measured around it;
+        ``model_file_mb``: the ONNX file; ``max_tokens`` and ``batch_tokens``.
+        Running a batch takes more on top, bounded by ``batch_tokens``
+        (``docs/performance.md``, "Memory").
+        """
+        shared = self._shared
+        return {
+            "model": self.name,
+            "loaded": shared is not None,
+            "shared_by": 0 if shared is None else shared.users,
+            "load_mb": None if shared is None or shared.load_mb is None else round(shared.load_mb),
+            "model_file_mb": None
+            if shared is None or shared.file_mb is None
+            else round(shared.file_mb, 1),
+            "max_tokens": None if shared is None else shared.max_tokens,
+            "batch_tokens": self.batch_tokens,
+        }
+
     def _load(self) -> Any:
+        """The loaded fastembed ``TextEmbedding`` (loading or sharing it on first use)."""
+        return self._acquire().model
+
+    def _acquire(self) -> SharedModel:
+        shared = self._shared
+        if shared is not None:
+            return shared
         with self._load_lock:
-            if self._model is not None:
-                return self._model
+            if self._shared is not None:
+                return self._shared
             key = self._key()
             with _FAILED_LOCK:
                 reason = _FAILED_LOADS.get(key)
@@ -229,15 +297,74 @@ class FastEmbedEmbedder:
                 raise ModelUnavailable(self.name, reason)
             self._loading = True
             try:
-                with _threads_that_sleep():
-                    self._model = self._open(key[1], key[2])
+                self._shared = model_pool.acquire(
+                    (*key, self._window), lambda: self._load_shared(key, self._window)
+                )
             except ModelUnavailable as exc:
                 with _FAILED_LOCK:
                     _FAILED_LOADS[key] = exc.reason
                 raise
             finally:
                 self._loading = False
-            return self._model
+            return self._shared
+
+    def _load_shared(self, key: tuple[str, str | None, str], window: int | None) -> SharedModel:
+        before = model_pool.rss_mb()
+        with _lean_sessions():
+            model = self._open(key[1], key[2])
+        inner = getattr(model, "model", None)
+        model_dir = getattr(inner, "_model_dir", None) or key[1]
+        tokenizer = getattr(inner, "tokenizer", None)
+        if tokenizer is None:  # pragma: no cover - every fastembed text model has one
+            raise ModelUnavailable(self.name, "fastembed's model has no tokenizer")
+        window = window or model_pool.trained_length(model_dir, self.name)
+        truncation = tokenizer.truncation or {}
+        if window is not None and window < truncation.get("max_length", window + 1):
+            tokenizer.enable_truncation(
+                max_length=window, direction=truncation.get("direction", "right")
+            )
+        elif window is None:
+            window = truncation.get("max_length")
+        counter = type(tokenizer).from_str(tokenizer.to_str())
+        counter.no_truncation()
+        counter.no_padding()
+        after = model_pool.rss_mb()
+        return SharedModel(
+            key=key,
+            model=model,
+            tokenizer=tokenizer,
+            counter=counter,
+            window=window,
+            special_tokens=len(counter.encode("").ids),
+            load_mb=None if before is None or after is None else max(0.0, after - before),
+            file_mb=model_pool.file_size_mb(model_dir),
+        )
+
+    def close(self) -> None:
+        """Let go of the shared model (the last user frees it); idempotent.
+
+        The embedder still works afterwards: its next ``embed`` loads (or shares)
+        the model again.
+        """
+        with self._load_lock:
+            shared, self._shared = self._shared, None
+        if shared is not None:
+            model_pool.release(shared)
+
+    @property
+    def max_tokens(self) -> int | None:
+        """Word-pieces of a text the vector sees (loads the model's tokenizer)."""
+        return self._acquire().max_tokens
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character span of each word-piece of ``text`` (no special tokens, no cut)."""
+        encoding = self._acquire().counter.encode(text, add_special_tokens=False)
+        return [(int(start), int(end)) for start, end in encoding.offsets]
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Word-pieces of each text, uncut and without special tokens."""
+        counter = self._acquire().counter
+        return [len(e.ids) for e in counter.encode_batch(list(texts), add_special_tokens=False)]
 
     def _open(self, model_path: str | None, cache_dir: str) -> Any:
         """Load the model: from ``model_path``, else fastembed's cache, else the hub."""
@@ -295,16 +422,53 @@ class FastEmbedEmbedder:
         return TextEmbedding
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        model = self._load()
-        vectors = np.asarray(list(model.embed(list(texts), batch_size=64)), dtype=np.float32)
-        if vectors.ndim != 2:
-            vectors = vectors.reshape(len(texts), -1)
+        """One unit vector per text, each cut at ``max_tokens`` word-pieces.
+
+        The texts are embedded in batches of similar length (shortest first), each at
+        most ``batch_tokens`` padded word-pieces, and returned in the order given.
+        Safe from several threads at once: ONNX Runtime's ``run`` and the tokenizer's
+        ``encode_batch`` are, and nothing else in the call changes shared state.
+        """
+        shared = self._acquire()
+        model, tokenizer = shared.model, shared.tokenizer
+        if model is None:  # released under our feet by a close() racing this call
+            self._shared = None
+            shared = self._acquire()
+            model, tokenizer = shared.model, shared.tokenizer
+        texts = list(texts)
+        lengths = [len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]
+        rows: list[np.ndarray | None] = [None] * len(texts)
+        for batch in model_pool.token_batches(lengths, self.batch_tokens):
+            part = model.embed([texts[i] for i in batch], batch_size=len(batch))
+            for index, vector in zip(batch, part, strict=True):
+                rows[index] = vector
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        vectors = np.asarray(rows, dtype=np.float32)
         if self._dim is None and len(vectors):
             self._dim = int(vectors.shape[1])
         return vectors
 
     def __repr__(self) -> str:
         return f"FastEmbedEmbedder({self.name!r})"
+
+
+def _footprint_words(shared: SharedModel, dim: int | None) -> list[str]:
+    words = [f"{dim}-d"] if dim else []
+    if shared.max_tokens is not None:
+        words.append(f"reads {shared.max_tokens} word-pieces")
+    users = shared.users
+    words.append("used by 1 embedder" if users == 1 else f"shared by {users} embedders")
+    if shared.load_mb is not None:
+        words.append(f"+{shared.load_mb:.0f} MB resident at load")
+    return words
+
+
+def close_embedder(embedder: Any) -> None:
+    """Call ``embedder.close()`` when it has one (the model-sharing embedders do)."""
+    close = getattr(embedder, "close", None)
+    if callable(close):
+        close()
 
 
 def model_state(embedder: Any, unavailable: ModelUnavailable | None = None) -> str:
@@ -367,83 +531,6 @@ def _quiet_fastembed() -> Iterator[None]:
         yield
     finally:
         logger.enable("fastembed")
-
-
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
-
-
-class HashEmbedder:
-    """A deterministic bag of hashed words and character trigrams, L2-normalised.
-
-    Texts sharing words come out similar, so tests of ranking behave like a real
-    model on easy cases.  The same text gives the same vector in every process.
-    """
-
-    def __init__(self, dim: int = 384) -> None:
-        if dim < 8:
-            raise InvalidInput("HashEmbedder dim must be at least 8")
-        self.dim = dim
-        self.name = f"nbmemory/hash-{dim}"
-
-    def _features(self, text: str) -> list[tuple[str, float]]:
-        words = [w.lower() for w in _WORD_RE.findall(text)]
-        features = [(f"w:{w}", 1.0) for w in words]
-        for w in words:
-            padded = f"#{w}#"
-            features += [(f"c:{padded[i : i + 3]}", 0.25) for i in range(len(padded) - 2)]
-        return features
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for feature, weight in self._features(text):
-                digest = hashlib.blake2b(feature.encode("utf-8", "surrogatepass"), digest_size=8)
-                value = int.from_bytes(digest.digest(), "little")
-                index = value % self.dim
-                sign = 1.0 if (value >> 32) & 1 else -1.0
-                out[row, index] += sign * weight
-            norm = float(np.linalg.norm(out[row]))
-            if norm > 0:
-                out[row] /= norm
-            else:  # no word at all: a fixed unit vector, so the row is still comparable
-                out[row, 0] = 1.0
-        return out
-
-    def __repr__(self) -> str:
-        return f"HashEmbedder(dim={self.dim})"
-
-
-class CallableEmbedder:
-    """Wraps ``fn(list[str]) -> array-like``; the dimension is learnt on first call."""
-
-    def __init__(self, fn: Callable[[list[str]], Any], name: str | None = None) -> None:
-        self.fn = fn
-        self.name: str = str(
-            name or getattr(fn, "name", None) or getattr(fn, "__name__", "callable")
-        )
-        self._dim: int | None = getattr(fn, "dim", None)
-
-    @property
-    def dim(self) -> int:
-        if self._dim is None:
-            self._dim = int(self.embed(["dimension probe"]).shape[1])
-        return self._dim
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        vectors = np.asarray(self.fn(list(texts)), dtype=np.float32)
-        if vectors.ndim == 1 and len(texts) == 1:
-            vectors = vectors.reshape(1, -1)
-        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise EmbedderError(
-                f"embedder {self.name!r} returned shape {vectors.shape} for {len(texts)} texts; "
-                "it must return one vector per text"
-            )
-        if self._dim is None:
-            self._dim = int(vectors.shape[1])
-        return vectors
-
-    def __repr__(self) -> str:
-        return f"CallableEmbedder({self.name!r})"
 
 
 def resolve_embedder(spec: Any = None) -> Embedder:

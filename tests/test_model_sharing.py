@@ -1,0 +1,160 @@
+"""One model per process: stores share it, closing the last frees it; token batches
+and the trained length with the real model (these skip without $NBMEMORY_MODEL_PATH)."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import numpy as np
+import pytest
+
+from nbmemory import Memory
+from nbmemory.retrieval import model_pool
+from nbmemory.retrieval.embedders import FastEmbedEmbedder
+
+
+def _words(count: int, seed: int) -> str:
+    rng = random.Random(seed)
+    vocab = [
+        "river",
+        "stone",
+        "index",
+        "cache",
+        "agent",
+        "query",
+        "token",
+        "model",
+        "budget",
+        "window",
+        "deploy",
+    ]
+    return " ".join(rng.choice(vocab) + str(rng.randint(0, 50)) for _ in range(count))
+
+
+@pytest.fixture
+def fresh_pool(model_path: str, monkeypatch: pytest.MonkeyPatch):
+    """No model of ours loaded at the start (the session's shared embedder is keyed
+    apart by its own cache folder), and none left loaded at the end."""
+    monkeypatch.setenv("NBMEMORY_MODEL_PATH", model_path)
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", "/nonexistent/nbmemory-model-sharing")
+    ours = [key for key in model_pool.pooled() if "/nonexistent/" in str(key)]
+    assert ours == []
+    yield
+    left = {k: n for k, n in model_pool.pooled().items() if "/nonexistent/" in str(k)}
+    assert left == {}
+
+
+def _ours() -> dict:
+    return {k: n for k, n in model_pool.pooled().items() if "/nonexistent/" in str(k)}
+
+
+def test_two_stores_share_one_model_and_closing_both_frees_it(fresh_pool, tmp_path) -> None:
+    first = Memory(str(tmp_path / "a.duckdb"))
+    second = Memory(str(tmp_path / "b.duckdb"))
+    try:
+        first.add_event("s", "user", "the deploy key lives in the vault")
+        second.add_event("s", "user", "lunch is at noon on fridays")
+        first.flush()
+        second.flush()
+        assert first.core.embedder is not second.core.embedder
+        assert first.core.embedder._load() is second.core.embedder._load()
+        assert list(_ours().values()) == [2]
+        footprint = first.status()["embedder"]
+        assert footprint["loaded"] and footprint["shared_by"] == 2
+        assert footprint["max_tokens"] == 254
+        first.close()
+        assert list(_ours().values()) == [1]
+        second.add_event("s", "user", "the standup moved to ten")
+        second.flush()
+        assert second.status()["embedded"] == 2
+        found = second.search("when is lunch", mode="vector", limit=1)
+        assert found["content"].tolist() == ["lunch is at noon on fridays"]
+    finally:
+        first.close()
+        second.close()
+    assert _ours() == {}  # the last close dropped the model
+
+
+def test_an_embedder_passed_in_is_not_closed_by_the_store(fresh_pool, tmp_path) -> None:
+    embedder = FastEmbedEmbedder()
+    with Memory(str(tmp_path / "a.duckdb"), embedder=embedder) as mem:
+        mem.add_event("s", "user", "hello")
+        mem.flush()
+    assert list(_ours().values()) == [1]  # still the caller's
+    assert embedder.embed(["still works"]).shape == (1, 384)
+    embedder.close()
+    embedder.close()  # idempotent
+    assert _ours() == {}
+
+
+def test_token_batches_keep_the_order_and_the_vectors(real_embedder) -> None:
+    texts = [_words(n, seed) for seed, n in enumerate([3, 400, 12, 90, 1, 250, 40, 7, 180, 2])]
+    one_by_one = np.vstack([real_embedder.embed([t]) for t in texts])
+    before = real_embedder.batch_tokens
+    try:
+        real_embedder.batch_tokens = 300  # several batches, reordered by length
+        batched = real_embedder.embed(texts)
+    finally:
+        real_embedder.batch_tokens = before
+    np.testing.assert_allclose(batched, one_by_one, atol=2e-3)
+    assert not np.allclose(batched[0], batched[1], atol=0.05)
+
+
+def test_a_long_text_embeds_as_its_first_max_tokens_word_pieces(real_embedder) -> None:
+    text = _words(600, seed=1)
+    spans = real_embedder.token_spans(text)
+    assert len(spans) > 600  # numbers split into word-pieces
+    window = real_embedder.max_tokens
+    assert window == 254  # 256 trained, less [CLS] and [SEP]
+    head = text[: spans[window - 1][1]]
+    longer = text[: spans[window + 40][1]]
+    shorter = text[: spans[window - 40][1]]
+    full, cut, more, less = real_embedder.embed([text, head, longer, shorter])
+    np.testing.assert_allclose(full, cut, atol=1e-5)
+    np.testing.assert_allclose(full, more, atol=1e-5)
+    assert float(full @ less) < 0.999  # the last 40 word-pieces of the window count
+
+
+def test_token_spans_map_back_to_the_text(real_embedder) -> None:
+    text = "Déjà vu: ERROR in worker.py line 42 — KeyError('vault_key')"
+    spans = real_embedder.token_spans(text)
+    assert len(spans) == real_embedder.count_tokens([text])[0]
+    assert [a for a, _ in spans] == sorted(a for a, _ in spans)
+    pieces = [text[a:b] for a, b in spans]
+    assert pieces[0] == "Déjà"[: len(pieces[0])] and "worker" in pieces and "42" in pieces
+    assert all(0 <= a < b <= len(text) for a, b in spans)
+
+
+def test_two_stores_embedding_at_once_get_the_serial_vectors(fresh_pool, tmp_path) -> None:
+    texts = [_words(n, seed) for seed, n in enumerate(range(5, 305, 10))]
+    first = Memory(str(tmp_path / "a.duckdb"))
+    second = Memory(str(tmp_path / "b.duckdb"))
+    try:
+        serial = first.core.embedder.embed(texts)
+        results: dict[int, np.ndarray] = {}
+        start = threading.Barrier(2)
+
+        def run(index: int, mem: Memory) -> None:
+            start.wait()
+            results[index] = np.vstack([mem.core.embedder.embed(texts) for _ in range(3)])
+
+        threads = [threading.Thread(target=run, args=(i, m)) for i, m in enumerate((first, second))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert list(_ours().values()) == [2]
+        for index in (0, 1):
+            np.testing.assert_allclose(results[index], np.vstack([serial] * 3), atol=1e-5)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_session_plans_no_memory_per_shape(real_embedder) -> None:
+    """The memory pattern kept buffers per input shape (886 MB peak instead of 612
+    for 200 long messages, docs/performance.md): the loaded session has it off."""
+    options = real_embedder._load().model.model.get_session_options()
+    assert options.enable_mem_pattern is False
+    assert options.enable_cpu_mem_arena is True
