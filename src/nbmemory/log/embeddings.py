@@ -50,6 +50,21 @@ class Embeddings:
                 tx.audit("retry_embeddings", [r[0] for r in rows], None, {"count": len(rows)})
         return len(rows)
 
+    def requeue_for_passages(self) -> int:
+        """Queue again the long memories stored with one whole-text vector (embedded
+        before passages, or imported so): the worker embeds their passages and replaces
+        the old vector with them in one transaction (it serves search until then).
+        Returns how many were queued; ``status()["passages"]`` follows them."""
+        worker = self.core.worker
+        split = None if worker is None else worker.split
+        if worker is None or split is None:
+            return 0
+        rows = self.core.store.vectors.whole_long(self.core.model, getattr(split, "window", 0))
+        chosen = [(event_id, text) for event_id, text in rows if len(split(text)) > 1]
+        worker.passage_requeued = [event_id for event_id, _ in chosen]
+        worker.submit(chosen)
+        return len(chosen)
+
     def reembed(self, *, namespace: str | None = None) -> int:
         """Queue every event not embedded by the current model (after a model change)."""
         ns = None if namespace is None else self.core.ns(namespace)

@@ -257,8 +257,18 @@ class EventLog:
             "failed": total("failed"),
             "without_text": core.store.events.without_text(),
             "backlog": 0 if core.worker is None else core.worker.backlog,
+            "passages": _passage_progress(core),
             "counts": counts,
         }
+
+
+def _passage_progress(core: Core) -> str | None:
+    """How far the re-embedding of an older store's long memories as passages went."""
+    ids = [] if core.worker is None else core.worker.passage_requeued
+    if not ids:
+        return None
+    left = core.store.vectors.whole_count(core.model, ids)
+    return f"{len(ids) - left} of {len(ids)} long memories re-embedded as passages"
 
 
 def change_event(

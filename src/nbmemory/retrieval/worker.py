@@ -5,7 +5,9 @@ Texts arrive as ``(id, text)`` pairs (the store announces every event that waits
 for a vector); the worker embeds them in batches on a daemon thread and writes
 the vectors back through the writer, which stores each only if the event still
 holds that exact text.  While a backlog waits, several batches are written in
-one transaction.
+one transaction.  A text longer than the model's window is cut into passages
+(:mod:`.passages`) and each is embedded; every passage of an event is written
+in the same transaction, or none.
 
 Two kinds of failure are told apart.  A text the model fails on is recorded on its
 event (``embedding_error``).  A model that cannot load at all
@@ -32,8 +34,13 @@ from .embedders import Embedder, ModelUnavailable, check_vectors, model_unavaila
 
 log = logging.getLogger(__name__)
 
-#: ``write_vectors(ids, texts, vectors)``: store the vectors of these texts.
-WriteVectors = Callable[[list[str], list[str], np.ndarray], None]
+#: Per event, the character spans of its passages, or None for its whole text.
+Spans = list[list[tuple[int, int]] | None]
+#: ``write_vectors(ids, texts, vectors, spans)``: store the vectors of these texts (one
+#: row per passage of each text that has passages, in order).
+WriteVectors = Callable[[list[str], list[str], np.ndarray, Spans], None]
+#: ``split(text)``: the character spans of the text's passages (one span: whole).
+Split = Callable[[str], list[tuple[int, int]]]
 
 
 class EmbeddingWorker:
@@ -56,8 +63,13 @@ class EmbeddingWorker:
         linger: float = 0.05,
         write_rows: int = 16384,
         hold: float = 0.5,
+        split: Split | None = None,
     ) -> None:
         self.embedder = embedder
+        #: Cuts a long text into passages (None: every text is embedded whole).
+        self.split = split
+        #: Long texts queued again at open to replace a whole-text vector by passages.
+        self.passage_requeued: list[str] = []
         self.write_vectors = write_vectors
         self.write_errors = write_errors
         self.batch_size = batch_size
@@ -72,7 +84,7 @@ class EmbeddingWorker:
         #: written at once.
         self.write_rows = write_rows
         self.hold = hold
-        self._held: list[tuple[list[str], list[str], np.ndarray]] = []
+        self._held: list[tuple[list[str], list[str], np.ndarray, Spans]] = []
         self._held_rows = 0
         self._held_since = 0.0
         #: Texts taken from the queue whose vectors (or failure) are not yet written.
@@ -223,7 +235,8 @@ class EmbeddingWorker:
                 ids = [i for held in self._held for i in held[0]]
                 texts = [t for held in self._held for t in held[1]]
                 vectors = np.concatenate([held[2] for held in self._held])
-                self._write(self.write_vectors, ids, texts, vectors)
+                spans = [s for held in self._held for s in held[3]]
+                self._write(self.write_vectors, ids, texts, vectors, spans)
                 self.embedded += len(ids)
         except Exception as exc:  # the texts stay pending in the store
             self.last_error = f"{type(exc).__name__}: {exc}"
@@ -235,11 +248,28 @@ class EmbeddingWorker:
                 self._in_hand = 0
                 self._idle.notify_all()
 
+    def _pieces(self, texts: list[str]) -> tuple[list[str], Spans, list[int]]:
+        """(what to embed, each text's passage spans or None, each text's first piece)."""
+        pieces: list[str] = []
+        spans: Spans = []
+        first: list[int] = []
+        for text in texts:
+            first.append(len(pieces))
+            cut = self.split(text) if self.split is not None else None
+            if cut is None or len(cut) < 2:
+                spans.append(None)
+                pieces.append(text)
+            else:
+                spans.append(cut)
+                pieces += [text[start:stop] for start, stop in cut]
+        return pieces, spans, first
+
     def _process(self, batch: list[tuple[str, str]]) -> None:
         ids = [item[0] for item in batch]
         texts = [item[1] for item in batch]
         try:
-            raw = self.embedder.embed(texts)
+            pieces, spans, first = self._pieces(texts)
+            raw = self.embedder.embed(pieces)
         except Exception as exc:
             unavailable = model_unavailable(exc)
             if unavailable is not None:  # the model, not these texts: they stay pending
@@ -249,18 +279,33 @@ class EmbeddingWorker:
             return
         self._model_works()
         try:
-            vectors, errors = check_vectors(raw, len(texts), self.dim)
+            vectors, piece_errors = check_vectors(raw, len(pieces), self.dim)
         except Exception:
             self._isolate(batch, ids)
             return
+        ends = [*first[1:], len(pieces)]
+        errors: dict[int, str] = {}
+        for i in range(len(batch)):  # a text fails when one of its passages does
+            for piece in range(first[i], ends[i]):
+                if piece in piece_errors:
+                    errors[i] = piece_errors[piece]
+                    break
         good = [i for i in range(len(batch)) if i not in errors]
         if good and self.dim is None:
             self.dim = int(vectors.shape[1])
         if good:
             if not self._held:
                 self._held_since = time.monotonic()
-            self._held.append(([ids[i] for i in good], [texts[i] for i in good], vectors[good]))
-            self._held_rows += len(good)
+            rows = [row for i in good for row in range(first[i], ends[i])]
+            self._held.append(
+                (
+                    [ids[i] for i in good],
+                    [texts[i] for i in good],
+                    vectors[rows],
+                    [spans[i] for i in good],
+                )
+            )
+            self._held_rows += len(rows)
         if errors:
             self._write(self.write_errors, {ids[i]: message for i, message in errors.items()})
             self.failed += len(errors)
