@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+import pandas as pd
 import pytest
 
 from nbmemory import Memory
@@ -235,3 +236,30 @@ def test_an_older_store_gets_its_long_memories_re_embedded_as_passages(tmp_path)
         assert found["passage_start"].notna().all()
     with Memory(path, embedder="hash", settings=Settings()) as mem:  # nothing left to do
         assert mem.status()["passages"] is None
+
+
+def test_recall_shows_the_matched_passage(ip):
+    fact, question = TAIL_FACTS[0]
+    text = long_message(0, fact)
+    mem = ip.magics_manager.registry["MemoryMagics"].memory
+    mem.add_event("s", "assistant", text)
+    mem.add_event("s", "user", "the staging password is in the vault")
+    frame = ip.run_line_magic("recall", f"{question} -k 2")
+    passages = dict(zip(frame["content"], frame["passage"], strict=True))
+    assert fact in passages[text] and len(passages[text]) < len(text)
+    assert text.endswith(passages[text])
+    assert pd.isna(passages["the staging password is in the vault"])
+
+
+def test_get_context_says_which_passage_matched(tmp_path):
+    fact, question = TAIL_FACTS[0]
+    text = long_message(0, fact)
+    with Memory(tmp_path / "m.duckdb", embedder="hash") as mem:
+        long = mem.add_event("s", "assistant", text)
+        mem.flush()
+        context = mem.get_context("other", question, relevance_threshold=0.0)
+        (item,) = [i for i in context.items if i.id == long.id]
+        assert item.passage is not None and item.passage[1] == len(text)
+        assert item.passage[0] < text.index(fact)
+        row = context.to_frame().set_index("id").loc[long.id]
+        assert (row["passage_start"], row["passage_stop"]) == item.passage

@@ -376,6 +376,13 @@ class Indexes:
             self.vectors(model), lambda keys: self.store.vectors.spans(model, keys), vector, ids
         )
 
+    def add_passages(self, model: str, vector: np.ndarray, records: list[dict[str, Any]]) -> None:
+        """Set ``passage_start``/``passage_stop`` of each record (by ``id``) whose event is
+        stored as passages (None for the others)."""
+        spans = self.passage_spans(model, vector, [r["id"] for r in records])
+        for record in records:
+            record["passage_start"], record["passage_stop"] = spans.get(record["id"], (None, None))
+
     def prepare_lookups(self) -> None:
         """Start making, on a thread, the id dictionaries of loaded indexes that looked
         ids up by binary search (see :mod:`.id_rows`); called once an answer is made."""

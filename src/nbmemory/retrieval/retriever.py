@@ -401,6 +401,8 @@ class Retriever:
             )
             if vector is not None and p["relevance_limit"]:
                 relevance = self._relevant(query or "", vector, ns, s, p)
+        if vector is not None and relevance:  # which part of a long memory matched
+            self.indexes.add_passages(self.model, vector, relevance)
         self._touch(ns, session_id)  # once every strategy answered: a failed call changes nothing
         budget = p.pop("max_tokens")
         context = Context(
@@ -561,15 +563,8 @@ def _query_problem(vectors: np.ndarray, expected: int | None) -> str | None:
 
 
 def _miss(rec: dict, strategy: str, score: float, missed_by: float, reason: str) -> dict:
-    return {
-        "strategy": strategy,
-        "id": rec["id"],
-        "role": rec["role"],
-        "content": rec["content"],
-        "score": float(score),
-        "missed_by": float(missed_by),
-        "reason": reason,
-    }
+    miss = {"strategy": strategy, **{k: rec[k] for k in ("id", "role", "content")}}
+    return {**miss, "score": float(score), "missed_by": float(missed_by), "reason": reason}
 
 
 def _by_similarity(
