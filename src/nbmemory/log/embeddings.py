@@ -51,19 +51,19 @@ class Embeddings:
         return len(rows)
 
     def requeue_for_passages(self) -> int:
-        """Queue again the long memories stored with one whole-text vector (embedded
-        before passages, or imported so): the worker embeds their passages and replaces
-        the old vector with them in one transaction (it serves search until then).
-        Returns how many were queued; ``status()["passages"]`` follows them."""
+        """Queue again the memories longer than the window in characters that are stored
+        with one whole-text vector (embedded before passages, or imported so): the
+        worker cuts them on its thread, embeds the passages of those longer than the
+        window and replaces the old vector with them in one transaction (it serves
+        search until then).  Returns how many were queued to look at;
+        ``status()["passages"]`` follows them."""
         worker = self.core.worker
         split = None if worker is None else worker.split
         if worker is None or split is None:
             return 0
         rows = self.core.store.vectors.whole_long(self.core.model, getattr(split, "window", 0))
-        chosen = [(event_id, text) for event_id, text in rows if len(split(text)) > 1]
-        worker.passage_requeued = [event_id for event_id, _ in chosen]
-        worker.submit(chosen)
-        return len(chosen)
+        worker.submit_for_passages(rows)
+        return len(rows)
 
     def reembed(self, *, namespace: str | None = None) -> int:
         """Queue every event not embedded by the current model (after a model change)."""

@@ -264,11 +264,15 @@ class EventLog:
 
 def _passage_progress(core: Core) -> str | None:
     """How far the re-embedding of an older store's long memories as passages went."""
-    ids = [] if core.worker is None else core.worker.passage_requeued
-    if not ids:
+    worker = core.worker
+    if worker is None:
         return None
-    left = core.store.vectors.whole_count(core.model, ids)
-    return f"{len(ids) - left} of {len(ids)} long memories re-embedded as passages"
+    ids, unchecked = list(worker.passage_requeued), worker.passages_unchecked
+    if not ids and not unchecked:
+        return None
+    left = core.store.vectors.whole_count(core.model, ids) if ids else 0
+    done = f"{len(ids) - left} of {len(ids)} long memories re-embedded as passages"
+    return done + (f" ({unchecked} more to look at)" if unchecked else "")
 
 
 def change_event(

@@ -68,7 +68,9 @@ class EmbeddingWorker:
         self.embedder = embedder
         #: Cuts a long text into passages (None: every text is embedded whole).
         self.split = split
-        #: Long texts queued again at open to replace a whole-text vector by passages.
+        #: Texts queued again to replace a whole-text vector by passages (see
+        #: :meth:`submit_for_passages`): those not yet looked at, and those found long.
+        self._to_check: set[str] = set()
         self.passage_requeued: list[str] = []
         self.write_vectors = write_vectors
         self.write_errors = write_errors
@@ -136,6 +138,39 @@ class EmbeddingWorker:
         with self._arrived:
             self._queue.extend(items)
             self._arrived.notify()
+
+    def submit_for_passages(self, items: Sequence[tuple[str, str]]) -> None:
+        """Queue texts stored with one whole-text vector; on the worker's thread (not the
+        caller's: cutting thousands of texts takes seconds) each is cut, and only those
+        longer than the window are embedded, as passages, the others dropped."""
+        if self.split is None or not items:
+            return
+        with self._idle:
+            self._to_check.update(event_id for event_id, _ in items)
+        self.submit(items)
+
+    @property
+    def passages_unchecked(self) -> int:
+        """Texts of :meth:`submit_for_passages` not yet looked at."""
+        with self._idle:
+            return len(self._to_check)
+
+    def _only_long(self, batch: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """``batch`` without the re-queued texts that fit the window (their vector stays)."""
+        if not self._to_check:
+            return batch
+        kept = []
+        for event_id, text in batch:
+            with self._idle:
+                checking = event_id in self._to_check
+                self._to_check.discard(event_id)
+            if checking:
+                if self.split is None or len(self.split(text)) < 2:
+                    continue
+                with self._idle:
+                    self.passage_requeued.append(event_id)
+            kept.append((event_id, text))
+        return kept
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every submitted text is written; False if ``timeout`` ran out.
@@ -265,6 +300,9 @@ class EmbeddingWorker:
         return pieces, spans, first
 
     def _process(self, batch: list[tuple[str, str]]) -> None:
+        batch = self._only_long(batch)
+        if not batch:
+            return
         ids = [item[0] for item in batch]
         texts = [item[1] for item in batch]
         try:
