@@ -361,3 +361,93 @@ def test_a_log_this_duckdb_cannot_replay_gets_the_way_to_recover(tmp_path):
     else:
         with Memory(path, embedder="hash") as mem:
             assert mem.events()["content"].tolist() == ["kept safe in the file"]
+
+
+LONG_CHILD = """
+import sys
+import threading
+sys.path.insert(0, sys.argv[4])
+from test_long_memories import TAIL_FACTS, long_message
+from nbmemory import Memory
+from nbmemory.config import Settings
+
+path, step, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if step == "old":  # a store of long texts embedded whole, as before passages
+    with Memory(path, embedder="hash", settings=Settings(passage_tokens=1_000_000)) as mem:
+        mem.add_events(
+            [
+                {"session_id": "s", "role": "assistant", "content": long_message(i, "Fact %d." % i)}
+                for i in range(count)
+            ]
+        )
+        mem.flush()
+    print("done", flush=True)
+    sys.exit(0)
+mem = Memory(path, embedder="hash")
+if step == "reembed":  # the long texts are queued again at open: killed while they are
+    print("done", flush=True)
+    mem.flush()
+    threading.Event().wait()
+i = 0
+while True:  # ingest of long texts, each cut into passages by the worker
+    event = mem.add_event("s", "assistant", long_message(i, TAIL_FACTS[i % 20][0]))
+    print(event.id, flush=True)
+    i += 1
+"""
+
+#: Events whose vector rows are not one whole-text row or all their passages, in order,
+#: covering their text; vector rows of no event; events marked embedded without rows.
+BROKEN_PASSAGES = """
+SELECT
+  (SELECT count(*) FROM (
+     SELECT v.id, count(*) AS n, count(v.passage) AS p, min(v.passage) AS lo,
+            max(v.passage) AS hi, count(DISTINCT v.passage) AS d, min(v.span_start) AS s0,
+            max(v.span_stop) AS s1, any_value(length(e.content)) AS len,
+            bool_or(e.id IS NULL) AS orphan
+     FROM event_vectors v LEFT JOIN events e ON e.id = v.id GROUP BY v.id)
+   WHERE orphan OR (p = 0 AND n != 1)
+      OR (p > 0 AND (p != n OR lo != 0 OR hi != n - 1 OR d != n OR s0 != 0 OR s1 != len))),
+  (SELECT count(*) FROM events
+   WHERE embedding_model IS NOT NULL AND id NOT IN (SELECT id FROM event_vectors)),
+  (SELECT count(DISTINCT id) FROM event_vectors WHERE passage IS NOT NULL)
+"""
+
+
+def _passage_state(path: str) -> tuple[int, int, int]:
+    con = duckdb.connect(path, read_only=True)
+    try:
+        broken, unmarked, split = con.execute(BROKEN_PASSAGES).fetchone()
+    finally:
+        con.close()
+    return broken, unmarked, split
+
+
+def test_a_kill_while_long_memories_are_embedded_leaves_no_partial_passages(tmp_path):
+    path = str(tmp_path / "long.duckdb")
+    for round_ in range(3):
+        returned = _kill_after(LONG_CHILD, [path, "ingest", "0"], count=40 + 20 * round_)
+        assert returned
+        broken, unmarked, split = _passage_state(path)
+        assert (broken, unmarked) == (0, 0)
+    assert split > 0  # passages were written before some kill
+    with Memory(path, embedder="hash") as mem:
+        assert mem.flush(timeout=HANG) is True
+        status = mem.status()
+        assert status["pending"] == 0 and status["embedded"] == status["events"]
+    assert _passage_state(path)[:2] == (0, 0)
+
+
+def test_a_kill_while_an_older_store_is_re_embedded_as_passages_leaves_it_whole(tmp_path):
+    path = str(tmp_path / "old.duckdb")
+    assert _kill_after(LONG_CHILD, [path, "old", "300"]) == []  # made, then killed idle
+    assert _passage_state(path) == (0, 0, 0)
+    _kill_after(LONG_CHILD, [path, "reembed", "0"])  # killed once re-embedding started
+    broken, unmarked, split = _passage_state(path)
+    assert (broken, unmarked) == (0, 0)
+    assert split < 300  # killed part-way (300 texts of ~10 passages take seconds)
+    with Memory(path, embedder="hash") as mem:  # what is left is queued again
+        assert mem.flush(timeout=HANG) is True
+        assert mem.status()["passages"] == f"{300 - split} of {300 - split} long memories" + (
+            " re-embedded as passages"
+        )
+    assert _passage_state(path) == (0, 0, 300)

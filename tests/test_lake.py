@@ -344,3 +344,49 @@ def test_purge_on_a_lake_without_consent_to_expire_snapshots_deletes_nothing(
     message = one_line_usage_error(ip, "%memory forget --all --purge", capsys)
     assert "expire_snapshots" in message and "time travel" in message
     assert run(ip, "%recall forget me")["content"].tolist() == ["forget me"]  # still there
+
+
+def test_long_memories_are_passages_on_a_lake_too(lake_url: str) -> None:
+    from test_long_memories import TAIL_FACTS, long_message
+
+    with _open(lake_url) as mem:
+        text = long_message(0, TAIL_FACTS[0][0])
+        event = mem.add_event("s", "assistant", text)
+        mem.add_event("s", "user", "a short one")
+        assert mem.flush(timeout=60)
+        rows = mem.store.run(
+            "SELECT passage, span_start, span_stop FROM lake.main.event_vectors WHERE id = ?"
+            " ORDER BY passage",
+            [event.id],
+        )
+        assert len(rows) > 3 and [r[0] for r in rows] == list(range(len(rows)))
+        assert rows[0][1] == 0 and rows[-1][2] == len(text)
+        found = mem.search(TAIL_FACTS[0][1], limit=2, mode="vector").set_index("id")
+        assert found.loc[event.id, "passage_stop"] == len(text)
+    with _open(lake_url) as again:  # from the lake: the index reads every passage
+        found = again.search(TAIL_FACTS[0][1], limit=2, mode="vector").set_index("id")
+        assert found.loc[event.id, "passage_stop"] == len(text)
+        again.delete(event.id)
+        assert again.store.run(
+            "SELECT count(*) FROM lake.main.event_vectors WHERE id = ?", [event.id]
+        ) == [(0,)]
+
+
+def test_a_lake_of_schema_version_2_gets_the_passage_columns(lake_url: str) -> None:
+    with _open(lake_url) as mem:
+        mem.add_event("s", "user", "made before passages")
+        assert mem.flush(timeout=30)
+        for column in ("passage", "span_start", "span_stop"):  # as an older nbmemory made it
+            mem.store.run(f"ALTER TABLE lake.main.event_vectors DROP COLUMN {column}")
+        mem.store.run(
+            "DELETE FROM lake.main.nbmemory_migrations WHERE name = 'm005_vector_passages'"
+        )
+        mem.store.run("UPDATE lake.main.nbmemory_meta SET value = '2' WHERE key = 'schema_version'")
+    with _open(lake_url) as mem:
+        assert mem.status()["schema_version"] == 3
+        assert mem.search("before passages", limit=1)["content"].iloc[0] == "made before passages"
+        mem.add_event("s", "user", "made after")
+        assert mem.flush(timeout=30)
+        assert mem.store.run("SELECT count(*), count(passage) FROM lake.main.event_vectors") == [
+            (2, 0)
+        ]

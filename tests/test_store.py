@@ -93,6 +93,9 @@ def test_file_created_with_every_seed_table_and_column(store_path):
             "namespace": "VARCHAR",
             "model": "VARCHAR",
             "embedding": "FLOAT[]",
+            "passage": "INTEGER",
+            "span_start": "INTEGER",
+            "span_stop": "INTEGER",
         }
         defaults = dict(
             con.execute(

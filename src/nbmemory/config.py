@@ -120,6 +120,10 @@ class Settings:
     #: model's working memory grows with it; ``docs/performance.md``, "Memory", has the
     #: peak resident memory and the speed measured at several values.
     embed_batch_tokens: int = DEFAULT_BATCH_TOKENS
+    # passages of long memories (nbmemory.retrieval.passages)
+    #: The model window, in tokens, of an embedder that does not declare its own
+    #: (``max_tokens``): a longer text is embedded as overlapping passages.
+    passage_tokens: int = 256
     # guard rails: the largest input accepted (each error names the setting to raise)
     #: content of an event or memory, a task's prompt; and, as they carry content,
     #: tool calls (a write_file call holds the file), session state and macro arguments
@@ -166,6 +170,7 @@ class Settings:
             "max_memory_tokens",
             "embed_batch_size",
             "embed_batch_tokens",
+            "passage_tokens",
             "max_content_bytes",
             "max_metadata_bytes",
             "max_key_chars",
@@ -173,6 +178,11 @@ class Settings:
             "rerank_top_n",
         ):
             check_limit(getattr(self, name), name, allow_zero=name.endswith("_limit"))
+        if self.passage_tokens < 32:
+            raise InvalidInput(
+                f"passage_tokens must be at least 32 (a model window in tokens), got "
+                f"{self.passage_tokens!r}"
+            )
         if self.max_json_depth > MAX_JSON_DEPTH_CEILING:
             raise InvalidInput(
                 f"max_json_depth must be at most {MAX_JSON_DEPTH_CEILING} (deeper JSON "

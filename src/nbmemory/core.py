@@ -16,6 +16,7 @@ from typing import Any
 from .config import Settings
 from .retrieval import Embedder, EmbeddingWorker, Indexes, Retriever, WorkingMemory
 from .retrieval.index_cache import IndexCache
+from .retrieval.passages import make_splitter
 from .retrieval.rerank import Reranker
 from .store import Store, Writer
 from .validation import check_name, utcnow
@@ -73,9 +74,9 @@ class Core:
         """The background embedder, writing each batch's vectors beside the caller's writes."""
         store, writer, embedder = self.store, self.writer, self.embedder
 
-        def write_vectors(ids: list[str], texts: list[str], vectors: Any) -> None:
+        def write_vectors(ids: list[str], texts: list[str], vectors: Any, spans: Any) -> None:
             writer.write_beside(
-                lambda tx: tx.vectors.write_vectors(ids, vectors, embedder.name, texts)
+                lambda tx: tx.vectors.write_vectors(ids, vectors, embedder.name, texts, spans)
             )
 
         def write_errors(errors: dict[str, str]) -> None:
@@ -89,6 +90,7 @@ class Core:
             batch_size=self.settings.embed_batch_size,
             dim=store.vectors.vector_dim(embedder.name),
             linger=store.embed_linger,
+            split=make_splitter(embedder, self.settings.passage_tokens),
         )
 
     def apply_batch_tokens(self) -> None:

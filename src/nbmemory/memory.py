@@ -201,6 +201,7 @@ class Memory(AstreusNames, OlderNames):
             self.transfer = TransferGroup(gate, Transfer(core), SqliteImport(core))
             if core.worker is not None:
                 core.worker.submit(store.vectors.pending())  # left without a vector by a crash
+                self._embeddings.requeue_for_passages()  # long texts of an older store
                 if settings.background_consolidation:  # first run after one interval
                     self._consolidation.start()
         except BaseException:  # a store that cannot be used is let go at once

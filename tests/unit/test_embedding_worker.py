@@ -15,7 +15,9 @@ class _RecordingWrites:
     def __init__(self) -> None:
         self.vector_writes: list[list[str]] = []
 
-    def vectors(self, ids: list[str], texts: list[str], vectors: np.ndarray) -> None:
+    def vectors(
+        self, ids: list[str], texts: list[str], vectors: np.ndarray, spans: object = None
+    ) -> None:
         assert len(ids) == len(texts) == len(vectors)
         self.vector_writes.append(list(ids))
 

@@ -294,7 +294,7 @@ def test_vectors_are_stored_without_float_compression(tmp_path):
     try:
         with store.transaction():
             store.run(
-                "INSERT INTO event_vectors SELECT 'e' || i, 'default', 'm',"
+                "INSERT INTO event_vectors (id, namespace, model, embedding) SELECT 'e' || i, 'default', 'm',"
                 " [random()::FLOAT for _ in range(384)] FROM range(3000) t(i)"
             )
         store.run("CHECKPOINT")

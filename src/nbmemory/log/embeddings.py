@@ -50,6 +50,21 @@ class Embeddings:
                 tx.audit("retry_embeddings", [r[0] for r in rows], None, {"count": len(rows)})
         return len(rows)
 
+    def requeue_for_passages(self) -> int:
+        """Queue again the memories longer than the window in characters that are stored
+        with one whole-text vector (embedded before passages, or imported so): the
+        worker cuts them on its thread, embeds the passages of those longer than the
+        window and replaces the old vector with them in one transaction (it serves
+        search until then).  Returns how many were queued to look at;
+        ``status()["passages"]`` follows them."""
+        worker = self.core.worker
+        split = None if worker is None else worker.split
+        if worker is None or split is None:
+            return 0
+        rows = self.core.store.vectors.whole_long(self.core.model, getattr(split, "window", 0))
+        worker.submit_for_passages(rows)
+        return len(rows)
+
     def reembed(self, *, namespace: str | None = None) -> int:
         """Queue every event not embedded by the current model (after a model change)."""
         ns = None if namespace is None else self.core.ns(namespace)

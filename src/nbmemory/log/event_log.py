@@ -257,8 +257,22 @@ class EventLog:
             "failed": total("failed"),
             "without_text": core.store.events.without_text(),
             "backlog": 0 if core.worker is None else core.worker.backlog,
+            "passages": _passage_progress(core),
             "counts": counts,
         }
+
+
+def _passage_progress(core: Core) -> str | None:
+    """How far the re-embedding of an older store's long memories as passages went."""
+    worker = core.worker
+    if worker is None:
+        return None
+    ids, unchecked = list(worker.passage_requeued), worker.passages_unchecked
+    if not ids and not unchecked:
+        return None
+    left = core.store.vectors.whole_count(core.model, ids) if ids else 0
+    done = f"{len(ids) - left} of {len(ids)} long memories re-embedded as passages"
+    return done + (f" ({unchecked} more to look at)" if unchecked else "")
 
 
 def change_event(

@@ -102,7 +102,20 @@ RECALL_COLUMNS = [
     "created_at",
     "score",
     "signals",
+    "passage",
 ]
+
+
+def _matched_passages(hits: pd.DataFrame) -> list[Any]:
+    """The text of each hit's matched passage (a long memory's), else NA."""
+    if "passage_start" not in hits:
+        return [pd.NA] * len(hits)
+    return [
+        content[int(start) : int(stop)] if pd.notna(start) else pd.NA
+        for content, start, stop in zip(
+            hits["content"], hits["passage_start"], hits["passage_stop"], strict=True
+        )
+    ]
 
 
 def _engine_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -334,8 +347,8 @@ class MemoryMagics(Magics):
 
         Columns: id, content, role, session, similarity (cosine), importance,
         created_at, score (what the ranking sorts by: the fused score in hybrid
-        mode, the cosine in vector mode) and signals (what found each hit: vector,
-        keyword, neighbour).  With a threshold and no hit, says how close the best
+        mode, the cosine in vector mode), signals (what found each hit: vector,
+        keyword, neighbour) and passage (the part of a long memory that matched).  With a threshold and no hit, says how close the best
         memory came.  ``%recall -- 2024`` searches for a number.
         """
         if is_history_request(line):
@@ -359,8 +372,9 @@ class MemoryMagics(Magics):
             since=args.since,
             until=args.until,
         )
-        frame = hits.rename(columns={"session_id": "session"}).reindex(columns=RECALL_COLUMNS)
-        frame = frame.reset_index(drop=True)
+        frame = hits.rename(columns={"session_id": "session"})
+        frame["passage"] = _matched_passages(hits)
+        frame = frame.reindex(columns=RECALL_COLUMNS).reset_index(drop=True)
         frame.attrs = dict(hits.attrs)
         if frame.empty:
             print(self._nothing_found(mem, query, threshold, hits.attrs.get("best_similarity")))

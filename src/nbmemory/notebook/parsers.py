@@ -135,7 +135,8 @@ RECALL = Parser(
         "Semantic search over the memories: a DataFrame best first, with the columns id, "
         "content, role, session, similarity (cosine), importance, created_at, score (what "
         "the ranking sorts by: the fused score in hybrid mode, the cosine in vector mode) "
-        "and signals (what found each hit: vector, keyword, neighbour). Bare %recall and "
+        "signals (what found each hit: vector, keyword, neighbour) and passage (the part of "
+        "a long memory that matched). Bare %recall and "
         "numeric arguments (%recall 12, %recall 3-5) are IPython's history recall; %rep "
         "always is. To search for a number, write %recall -- 2024."
     ),

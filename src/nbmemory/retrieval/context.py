@@ -44,6 +44,8 @@ FRAME_COLUMNS = [
     "session_id",
     "kind",
     "tool_calls_json",
+    "passage_start",
+    "passage_stop",
 ]
 
 #: The columns of a context's display (HTML and text), best-ranked first.
@@ -77,6 +79,9 @@ class ContextItem:
     #: Signals of the relevance strategy: vector, keyword, neighbour
     signals: str | None = None
     recency_rank: int | None = None
+    #: The characters of ``content`` of the passage that matched (a long memory found
+    #: by relevance), or None
+    passage: tuple[int, int] | None = None
     strategies: list[str] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
     rank: int = 0
@@ -165,13 +170,16 @@ class Context:
                 "session_id": item.session_id,
                 "kind": item.kind,
                 "tool_calls_json": item.tool_calls,
+                "passage_start": item.passage[0] if item.passage else None,
+                "passage_stop": item.passage[1] if item.passage else None,
             }
             for item in self.items
         ]
         frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
         frame["similarity"] = frame["similarity"].astype("float64")
         frame["relevance_score"] = frame["relevance_score"].astype("float64")
-        frame["recency_rank"] = frame["recency_rank"].astype("Int64")
+        for column in ("recency_rank", "passage_start", "passage_stop"):
+            frame[column] = frame[column].astype("Int64")
         return frame
 
     @staticmethod
@@ -293,6 +301,9 @@ def merge(
         item.similarity = _number(record.get("similarity"))
         item.relevance_score = _number(record.get("score", record.get("similarity")))
         item.signals = record.get("signals") or "vector"
+        start, stop = record.get("passage_start"), record.get("passage_stop")
+        if start is not None and stop is not None and not pd.isna(start):
+            item.passage = (int(start), int(stop))
     for position, record in enumerate(salience):
         add(record, "salience", position)
     for position, record in enumerate(recency):

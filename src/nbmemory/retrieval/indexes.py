@@ -23,8 +23,10 @@ import pyarrow.compute as pc
 from ..errors import LargeStoreWarning
 from ..store import Change, Store
 from ..store.events import NO_TIME
+from ..store.vectors import passage_key
 from .index_cache import MAX_TAIL, FileState, IndexCache
 from .keywords import KeywordIndex
+from .passages import matched_spans
 from .vector_index import VectorIndex, normalise_in_place
 
 log = logging.getLogger(__name__)
@@ -356,8 +358,30 @@ class Indexes:
                     self._standing.pop(vectors_key(model), None)
                     index.remove(lost + moved)
                 for vectors in written:
-                    if index.upsert(vectors.ids, vectors.namespaces, vectors.matrix):
+                    keys = vectors.ids
+                    if vectors.passages is not None:
+                        keys = [
+                            passage_key(event_id, passage)
+                            for event_id, passage in zip(keys, vectors.passages, strict=True)
+                        ]
+                    if index.upsert(keys, vectors.namespaces, vectors.matrix):
                         self._standing.pop(vectors_key(model), None)  # a vector replaced
+
+    def passage_spans(
+        self, model: str, vector: np.ndarray, ids: list[str]
+    ) -> dict[str, tuple[int, int]]:
+        """event id -> the characters ``(start, stop)`` of its passage closest to
+        ``vector``, for the events of ``ids`` stored as passages (long texts)."""
+        return matched_spans(
+            self.vectors(model), lambda keys: self.store.vectors.spans(model, keys), vector, ids
+        )
+
+    def add_passages(self, model: str, vector: np.ndarray, records: list[dict[str, Any]]) -> None:
+        """Set ``passage_start``/``passage_stop`` of each record (by ``id``) whose event is
+        stored as passages (None for the others)."""
+        spans = self.passage_spans(model, vector, [r["id"] for r in records])
+        for record in records:
+            record["passage_start"], record["passage_stop"] = spans.get(record["id"], (None, None))
 
     def prepare_lookups(self) -> None:
         """Start making, on a thread, the id dictionaries of loaded indexes that looked

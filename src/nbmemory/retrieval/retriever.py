@@ -40,6 +40,7 @@ from .embedders import Embedder
 from .fusion import weights_vector
 from .hybrid import Candidates, HybridHit, find_candidates, hybrid_rank
 from .indexes import Indexes
+from .passages import passage_columns
 from .rerank import Reranker, rerank_frame
 from .salience import SalientIds
 from .working_memory import WorkingMemory
@@ -59,6 +60,8 @@ SEARCH_COLUMNS = [
     "score",
     "keyword_score",
     "signals",
+    "passage_start",
+    "passage_stop",
 ]
 
 #: Rankings :meth:`Retriever.search` offers.
@@ -203,6 +206,7 @@ class Retriever:
             hits = rerank_frame(hits, query, reranker, top_n=s.rerank_top_n, limit=limit)
             columns = [*SEARCH_COLUMNS, "rerank_score"]
         frame = hits.reindex(columns=columns)
+        passage_columns(frame, self.indexes.passage_spans(self.model, vector, list(frame["id"])))
         frame.attrs.update(query=query, threshold=threshold, mode=mode)
         if threshold is not None and frame.empty:
             best = self.vector_search(vector, ns, limit=1, filters=flt, since=start, until=end)
@@ -397,6 +401,8 @@ class Retriever:
             )
             if vector is not None and p["relevance_limit"]:
                 relevance = self._relevant(query or "", vector, ns, s, p)
+        if vector is not None and relevance:  # which part of a long memory matched
+            self.indexes.add_passages(self.model, vector, relevance)
         self._touch(ns, session_id)  # once every strategy answered: a failed call changes nothing
         budget = p.pop("max_tokens")
         context = Context(
@@ -557,15 +563,8 @@ def _query_problem(vectors: np.ndarray, expected: int | None) -> str | None:
 
 
 def _miss(rec: dict, strategy: str, score: float, missed_by: float, reason: str) -> dict:
-    return {
-        "strategy": strategy,
-        "id": rec["id"],
-        "role": rec["role"],
-        "content": rec["content"],
-        "score": float(score),
-        "missed_by": float(missed_by),
-        "reason": reason,
-    }
+    miss = {"strategy": strategy, **{k: rec[k] for k in ("id", "role", "content")}}
+    return {**miss, "score": float(score), "missed_by": float(missed_by), "reason": reason}
 
 
 def _by_similarity(

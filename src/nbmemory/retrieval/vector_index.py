@@ -12,6 +12,11 @@ Keeping in step: the store announces every committed change
 place); a change it cannot describe (plain SQL, another process) marks the
 index stale, and the next search rebuilds it from the table.  So the index is
 never consulted out of date.
+
+A long text has one row per passage (see :mod:`.passages`): the first passage is
+keyed by the event id, the others by the keys of
+:func:`nbmemory.store.vectors.passage_key`.  An event ranks by its best passage
+(max-sim), and a search can say which passage that was.
 """
 
 from __future__ import annotations
@@ -23,8 +28,15 @@ from collections.abc import Set as AbstractSet
 import numpy as np
 import pyarrow as pa
 
+from ..store.vectors import PASSAGE_SEP
 from .encoding import codes_of
 from .id_rows import IdRows
+
+
+def event_of(key: str) -> tuple[str, int]:
+    """(event id, passage number) of a row's key (0 for a whole text or first passage)."""
+    event_id, sep, passage = key.rpartition(PASSAGE_SEP)
+    return (event_id, int(passage)) if sep and passage.isdigit() else (key, 0)
 
 
 class VectorIndex:
@@ -48,9 +60,35 @@ class VectorIndex:
         self.rebuilds = 0
         #: Times it was filled from a saved copy instead of the table.
         self.loads = 0
+        #: event id -> the keys of its passages after the first (long texts only).
+        self._extra: dict[str, list[str]] = {}
 
     def __len__(self) -> int:
         return self._live
+
+    @property
+    def passage_rows(self) -> int:
+        """Rows held for passages after the first of long texts."""
+        return sum(len(keys) for keys in self._extra.values())
+
+    def _note_keys(self, keys: Sequence[str | None]) -> None:
+        """Remember which keys are later passages of an event."""
+        if not any(key is not None and PASSAGE_SEP in key for key in keys):
+            return
+        for key in keys:
+            if key is not None and PASSAGE_SEP in key:
+                event_id, passage = event_of(key)
+                if passage:
+                    extra = self._extra.setdefault(event_id, [])
+                    if key not in extra:
+                        extra.append(key)
+
+    def _with_passages(self, ids: Iterable[str]) -> list[str]:
+        """``ids`` and the keys of their later passages."""
+        ids = list(ids)
+        if not self._extra:
+            return ids
+        return ids + [key for event_id in ids for key in self._extra.get(event_id, ())]
 
     def ids_after(self, rows: int) -> list[str]:
         """The live ids of the rows after the first ``rows``, in row order."""
@@ -88,6 +126,8 @@ class VectorIndex:
             self.dim = matrix.shape[1] if matrix.size else self.dim
             self._matrix = matrix
             self._ids = list(ids)
+            self._extra = {}
+            self._note_keys(self._ids)
             self._pos, self._live = IdRows.of(self._ids), len(self._ids)
             self._alive = np.ones(len(self._ids), dtype=bool)
             codes, names = codes_of(namespaces)
@@ -115,6 +155,8 @@ class VectorIndex:
             self.dim = int(matrix.shape[1])
             self._matrix = matrix
             self._ids = list(ids)
+            self._extra = {}
+            self._note_keys(self._ids)
             self._pos, self._live = IdRows(self._ids, order, saved_ids), n
             self._alive = np.zeros(len(matrix), dtype=bool)
             self._alive[:n] = True
@@ -137,7 +179,8 @@ class VectorIndex:
             return ids, names, self._ns_codes[:n], self._matrix[:n]
 
     def upsert(self, ids: Sequence[str], namespaces: Sequence[str], vectors: np.ndarray) -> int:
-        """Add or replace rows; returns how many rows were replaced (not added)."""
+        """Add or replace rows (``ids``: the rows' keys); returns how many rows were
+        replaced (not added)."""
         vectors = normalise_rows(np.asarray(vectors, dtype=np.float32))
         if not len(ids):
             return 0
@@ -170,11 +213,16 @@ class VectorIndex:
                 positions[event_id] = pos
             self._size += len(fresh)
             self._live += len(fresh)
+        self._note_keys(ids)
         return len(ids) - len(fresh)
 
     def remove(self, ids: Iterable[str]) -> None:
-        """Forget rows; compacts when half the rows are dead."""
+        """Forget the rows of these events (every passage); compacts when half the rows
+        are dead."""
         positions = self._pos
+        ids = list(ids)
+        if self._extra:
+            ids += [key for event_id in ids for key in self._extra.pop(event_id, ())]
         for event_id in ids:
             pos = positions.pop(event_id, None)
             if pos is not None:
@@ -224,14 +272,51 @@ class VectorIndex:
         exclude_ids: Iterable[str] = (),
         allowed: AbstractSet[str] | None = None,
         score_range: list[float] | None = None,
+        matched: dict[str, int] | None = None,
     ) -> list[tuple[str, float]]:
-        """Exact top-``limit`` (id, cosine similarity), best first.
+        """Exact top-``limit`` (id, cosine similarity), best first; an event scores by
+        its best passage.
 
-        Rows tied with the ``limit``-th score are all returned (so the caller can
-        break ties as SQL does); otherwise at most ``limit`` rows.  ``allowed``
+        Events tied with the ``limit``-th score are all returned (so the caller can
+        break ties as SQL does); otherwise at most ``limit``.  ``allowed``
         restricts the search to those ids; ``score_range``, when given, receives
-        the lowest and highest similarity among the searched rows (for fusion).
+        the lowest and highest similarity among the searched rows (for fusion);
+        ``matched``, when given, receives each returned event's best passage number.
         """
+        with self._lock:
+            if not self._extra:
+                hits = self._search_rows(
+                    query, limit, namespace, threshold, strict, exclude_ids, allowed, score_range
+                )
+                if matched is not None:
+                    matched.update((event_id, 0) for event_id, _ in hits)
+                return hits
+            if allowed is not None:
+                allowed = set(self._with_passages(allowed))
+            rows = self._search_rows(
+                query,
+                limit + self.passage_rows,  # enough rows for ``limit`` distinct events
+                namespace,
+                threshold,
+                strict,
+                self._with_passages(exclude_ids),
+                allowed,
+                score_range,
+            )
+            return best_per_event(rows, limit, matched)
+
+    def _search_rows(
+        self,
+        query: np.ndarray,
+        limit: int,
+        namespace: str | None,
+        threshold: float | None,
+        strict: bool,
+        exclude_ids: Iterable[str],
+        allowed: AbstractSet[str] | None,
+        score_range: list[float] | None,
+    ) -> list[tuple[str, float]]:
+        """Exact top-``limit`` rows (key, cosine similarity), best first (see :meth:`search`)."""
         with self._lock:
             if self._size == 0 or limit <= 0:
                 return []
@@ -322,14 +407,17 @@ class VectorIndex:
             found = found[self._ns_codes[found] == code]
         return found[self._alive[found]]
 
-    def similarities(self, query: np.ndarray, ids: Iterable[str]) -> dict[str, float]:
-        """Cosine similarity of ``query`` to each of ``ids`` that has a vector here."""
+    def similarities(
+        self, query: np.ndarray, ids: Iterable[str], matched: dict[str, int] | None = None
+    ) -> dict[str, float]:
+        """Cosine similarity of ``query`` to each of ``ids`` that has a vector here (its
+        best passage's; ``matched``, when given, receives which passage that was)."""
         with self._lock:
             q = np.asarray(query, dtype=np.float32).reshape(-1)
             norm = unit_norm(q)
             if norm == 0 or (self.dim is not None and q.shape[0] != self.dim):
                 return {}
-            wanted = list(ids)
+            wanted = self._with_passages(ids)
             rows = self._pos.rows(wanted)
             found = [(i, row) for i, row in zip(wanted, rows, strict=True) if row is not None]
             if not found:
@@ -337,10 +425,35 @@ class VectorIndex:
             scores = self._matrix[[pos for _, pos in found]] @ (q.astype(np.float64) / norm).astype(
                 np.float32
             )
-            return {
-                event_id: float(min(1.0, max(-1.0, score)))
-                for (event_id, _), score in zip(found, scores, strict=True)
-            }
+            best: dict[str, float] = {}
+            for (key, _), score in zip(found, scores, strict=True):
+                event_id, passage = event_of(key) if self._extra else (key, 0)
+                value = float(min(1.0, max(-1.0, score)))
+                if event_id not in best or value > best[event_id]:
+                    best[event_id] = value
+                    if matched is not None:
+                        matched[event_id] = passage
+            return best
+
+
+def best_per_event(
+    rows: list[tuple[str, float]], limit: int, matched: dict[str, int] | None
+) -> list[tuple[str, float]]:
+    """Rows (key, score), best first, as events by their best row: the first ``limit``
+    and every event tied with the last of them."""
+    hits: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    for key, score in rows:
+        event_id, passage = event_of(key)
+        if event_id in seen:
+            continue
+        if len(hits) >= limit and score < hits[limit - 1][1]:
+            break
+        seen.add(event_id)
+        hits.append((event_id, score))
+        if matched is not None:
+            matched[event_id] = passage
+    return hits
 
 
 def positions_mask(positions: IdRows, ids: Iterable[str], size: int) -> np.ndarray:

@@ -5,7 +5,9 @@ Texts arrive as ``(id, text)`` pairs (the store announces every event that waits
 for a vector); the worker embeds them in batches on a daemon thread and writes
 the vectors back through the writer, which stores each only if the event still
 holds that exact text.  While a backlog waits, several batches are written in
-one transaction.
+one transaction.  A text longer than the model's window is cut into passages
+(:mod:`.passages`) and each is embedded; every passage of an event is written
+in the same transaction, or none.
 
 Two kinds of failure are told apart.  A text the model fails on is recorded on its
 event (``embedding_error``).  A model that cannot load at all
@@ -32,8 +34,13 @@ from .embedders import Embedder, ModelUnavailable, check_vectors, model_unavaila
 
 log = logging.getLogger(__name__)
 
-#: ``write_vectors(ids, texts, vectors)``: store the vectors of these texts.
-WriteVectors = Callable[[list[str], list[str], np.ndarray], None]
+#: Per event, the character spans of its passages, or None for its whole text.
+Spans = list[list[tuple[int, int]] | None]
+#: ``write_vectors(ids, texts, vectors, spans)``: store the vectors of these texts (one
+#: row per passage of each text that has passages, in order).
+WriteVectors = Callable[[list[str], list[str], np.ndarray, Spans], None]
+#: ``split(text)``: the character spans of the text's passages (one span: whole).
+Split = Callable[[str], list[tuple[int, int]]]
 
 
 class EmbeddingWorker:
@@ -56,8 +63,15 @@ class EmbeddingWorker:
         linger: float = 0.05,
         write_rows: int = 16384,
         hold: float = 0.5,
+        split: Split | None = None,
     ) -> None:
         self.embedder = embedder
+        #: Cuts a long text into passages (None: every text is embedded whole).
+        self.split = split
+        #: Texts queued again to replace a whole-text vector by passages (see
+        #: :meth:`submit_for_passages`): those not yet looked at, and those found long.
+        self._to_check: set[str] = set()
+        self.passage_requeued: list[str] = []
         self.write_vectors = write_vectors
         self.write_errors = write_errors
         self.batch_size = batch_size
@@ -72,7 +86,7 @@ class EmbeddingWorker:
         #: written at once.
         self.write_rows = write_rows
         self.hold = hold
-        self._held: list[tuple[list[str], list[str], np.ndarray]] = []
+        self._held: list[tuple[list[str], list[str], np.ndarray, Spans]] = []
         self._held_rows = 0
         self._held_since = 0.0
         #: Texts taken from the queue whose vectors (or failure) are not yet written.
@@ -124,6 +138,39 @@ class EmbeddingWorker:
         with self._arrived:
             self._queue.extend(items)
             self._arrived.notify()
+
+    def submit_for_passages(self, items: Sequence[tuple[str, str]]) -> None:
+        """Queue texts stored with one whole-text vector; on the worker's thread (not the
+        caller's: cutting thousands of texts takes seconds) each is cut, and only those
+        longer than the window are embedded, as passages, the others dropped."""
+        if self.split is None or not items:
+            return
+        with self._idle:
+            self._to_check.update(event_id for event_id, _ in items)
+        self.submit(items)
+
+    @property
+    def passages_unchecked(self) -> int:
+        """Texts of :meth:`submit_for_passages` not yet looked at."""
+        with self._idle:
+            return len(self._to_check)
+
+    def _only_long(self, batch: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """``batch`` without the re-queued texts that fit the window (their vector stays)."""
+        if not self._to_check:
+            return batch
+        kept = []
+        for event_id, text in batch:
+            with self._idle:
+                checking = event_id in self._to_check
+                self._to_check.discard(event_id)
+            if checking:
+                if self.split is None or len(self.split(text)) < 2:
+                    continue
+                with self._idle:
+                    self.passage_requeued.append(event_id)
+            kept.append((event_id, text))
+        return kept
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every submitted text is written; False if ``timeout`` ran out.
@@ -223,7 +270,8 @@ class EmbeddingWorker:
                 ids = [i for held in self._held for i in held[0]]
                 texts = [t for held in self._held for t in held[1]]
                 vectors = np.concatenate([held[2] for held in self._held])
-                self._write(self.write_vectors, ids, texts, vectors)
+                spans = [s for held in self._held for s in held[3]]
+                self._write(self.write_vectors, ids, texts, vectors, spans)
                 self.embedded += len(ids)
         except Exception as exc:  # the texts stay pending in the store
             self.last_error = f"{type(exc).__name__}: {exc}"
@@ -235,11 +283,31 @@ class EmbeddingWorker:
                 self._in_hand = 0
                 self._idle.notify_all()
 
+    def _pieces(self, texts: list[str]) -> tuple[list[str], Spans, list[int]]:
+        """(what to embed, each text's passage spans or None, each text's first piece)."""
+        pieces: list[str] = []
+        spans: Spans = []
+        first: list[int] = []
+        for text in texts:
+            first.append(len(pieces))
+            cut = self.split(text) if self.split is not None else None
+            if cut is None or len(cut) < 2:
+                spans.append(None)
+                pieces.append(text)
+            else:
+                spans.append(cut)
+                pieces += [text[start:stop] for start, stop in cut]
+        return pieces, spans, first
+
     def _process(self, batch: list[tuple[str, str]]) -> None:
+        batch = self._only_long(batch)
+        if not batch:
+            return
         ids = [item[0] for item in batch]
         texts = [item[1] for item in batch]
         try:
-            raw = self.embedder.embed(texts)
+            pieces, spans, first = self._pieces(texts)
+            raw = self.embedder.embed(pieces)
         except Exception as exc:
             unavailable = model_unavailable(exc)
             if unavailable is not None:  # the model, not these texts: they stay pending
@@ -249,18 +317,33 @@ class EmbeddingWorker:
             return
         self._model_works()
         try:
-            vectors, errors = check_vectors(raw, len(texts), self.dim)
+            vectors, piece_errors = check_vectors(raw, len(pieces), self.dim)
         except Exception:
             self._isolate(batch, ids)
             return
+        ends = [*first[1:], len(pieces)]
+        errors: dict[int, str] = {}
+        for i in range(len(batch)):  # a text fails when one of its passages does
+            for piece in range(first[i], ends[i]):
+                if piece in piece_errors:
+                    errors[i] = piece_errors[piece]
+                    break
         good = [i for i in range(len(batch)) if i not in errors]
         if good and self.dim is None:
             self.dim = int(vectors.shape[1])
         if good:
             if not self._held:
                 self._held_since = time.monotonic()
-            self._held.append(([ids[i] for i in good], [texts[i] for i in good], vectors[good]))
-            self._held_rows += len(good)
+            rows = [row for i in good for row in range(first[i], ends[i])]
+            self._held.append(
+                (
+                    [ids[i] for i in good],
+                    [texts[i] for i in good],
+                    vectors[rows],
+                    [spans[i] for i in good],
+                )
+            )
+            self._held_rows += len(rows)
         if errors:
             self._write(self.write_errors, {ids[i]: message for i, message in errors.items()})
             self.failed += len(errors)

@@ -22,12 +22,17 @@ TextRow = tuple[str, str, str, Any, Any, Any]
 
 @dataclass
 class Vectors:
-    """Vectors of one model written for some events."""
+    """Vectors of one model written for some events: one row per event, or, for a long
+    text, one row per passage (its id repeated)."""
 
     model: str
     ids: list[str]
     namespaces: list[str]
     matrix: np.ndarray
+    #: Each row's passage number (None: every row is the vector of its whole text).
+    passages: list[int | None] | None = None
+    #: Each row's characters ``(start, stop)`` of its event's text (None: whole texts).
+    spans: list[tuple[int, int] | None] | None = None
 
 
 @dataclass

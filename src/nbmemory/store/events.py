@@ -79,9 +79,10 @@ class EventsTable(TableObject):
         )
         source = "events"
         if with_embedding:  # each event with the vector of its embedding_model, if any
-            source = (
+            source = (  # (a long text's first passage: an import embeds the rest again)
                 f"(SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding FROM events e"
-                " LEFT JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model)"
+                " LEFT JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model"
+                " AND coalesce(v.passage, 0) = 0)"
             )
         columns = [*READ_COLUMNS, "embedding"] if with_embedding else READ_COLUMNS
         sql = f"SELECT {', '.join(columns)} FROM {source}{where(clauses)} ORDER BY {order}"

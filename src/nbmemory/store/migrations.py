@@ -22,7 +22,7 @@ from .backend import MigratingStore
 from .shape import check_columns
 
 #: Version of the file format written in ``nbmemory_meta`` (readers refuse newer ones).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The marker ``nbmemory_meta.format`` holds in every nbmemory file.
 FORMAT = "nbmemory"
 
@@ -243,6 +243,16 @@ def m004_event_vectors(store: MigratingStore) -> None:
         "UPDATE events SET embedding_model = NULL WHERE embedding_model IS NOT NULL"
         " AND id NOT IN (SELECT id FROM event_vectors)"
     )
+
+
+@migration
+def m005_vector_passages(store: MigratingStore) -> None:
+    """A long text has one vector per passage: ``event_vectors`` says which passage and
+    which characters of the text it covers (NULL: the whole text, as every vector
+    before).  Schema version 3: an older nbmemory would take the passages of one
+    event for several vectors of it, so it refuses the file."""
+    for column in ("passage", "span_start", "span_stop"):
+        store.run(f"ALTER TABLE event_vectors ADD COLUMN IF NOT EXISTS {column} INTEGER")
 
 
 _V1_TABLES = [

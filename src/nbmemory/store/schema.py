@@ -106,8 +106,14 @@ EVENT_VECTORS = Table(
         Column("namespace", pa.string()),
         Column("model", pa.string()),
         Column("embedding", pa.list_(pa.float32())),
+        #: Which passage of a long text (0, 1 ...; see nbmemory.retrieval.passages), and
+        #: its characters ``[span_start, span_stop)`` of the content; all NULL: the
+        #: vector of the whole text (a short one, or one embedded before passages).
+        Column("passage", pa.int32()),
+        Column("span_start", pa.int32()),
+        Column("span_stop", pa.int32()),
     ),
-    key=("id", "model"),
+    key=("id", "model", "passage"),
 )
 
 #: Columns a caller may filter ``events`` on with equality (``filters={...}``).

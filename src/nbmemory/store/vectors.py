@@ -4,6 +4,12 @@ from them.
 Separate from :mod:`.events` because vectors have their own life: written by the
 embedding worker after the row, only for the exact text they were computed from,
 dropped when the text changes, the event goes or the model does.
+
+A long text has one row per passage (``passage`` 0, 1 …, with its characters
+``span_start``/``span_stop``), all written in one transaction; a short one, one
+row with NULL passage.  Reads that feed the in-memory index name each row by a
+key (:data:`KEY_SQL`): the event id for a whole text or a first passage, else
+the id, :data:`PASSAGE_SEP` and the passage number.
 """
 
 from __future__ import annotations
@@ -23,6 +29,19 @@ from .table import TableObject
 
 _READ = ", ".join(READ_COLUMNS)
 
+#: Between an event id and a passage number in a vector row's key: the ASCII unit
+#: separator, a control character no generated id holds (an id given by hand that
+#: ends in it and digits would share a key with a passage: not guarded).
+PASSAGE_SEP = "\x1f"
+#: SQL of a vector row's key (see the module's docstring).
+KEY_SQL = "CASE WHEN coalesce(passage, 0) = 0 THEN id ELSE id || chr(31) || passage::VARCHAR END"
+
+
+def passage_key(event_id: str, passage: int | None) -> str:
+    """The key :data:`KEY_SQL` gives a vector row."""
+    return event_id if not passage else f"{event_id}{PASSAGE_SEP}{passage}"
+
+
 #: The element type SQL compares vectors in.  DuckDB 1.x computes
 #: ``list_cosine_similarity`` of FLOAT lists in float32, where vectors near the float32
 #: limit overflow (two equal vectors of 1e38 scored -1.0 on 1.5.5); 2.x does not, and
@@ -35,9 +54,10 @@ def cosine_sql(column: str) -> str:
     return f"list_cosine_similarity({column}::{MATH_TYPE}[], ?::{MATH_TYPE}[])"
 
 
-#: Events with the vector of one model (the model is the first parameter).
+#: Events with the vectors of one model (the model is the first parameter): one row
+#: per passage of a long text.
 _WITH_VECTOR = (
-    f"SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding FROM events e"
+    f"SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding, v.passage FROM events e"
     " JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model WHERE v.model = ?"
 )
 
@@ -85,8 +105,8 @@ class EventVectors(TableObject):
         used only while the table still starts with the very vectors it holds."""
         batches = list(
             self.store.stream(
-                "SELECT id, hash(id, namespace, CASE WHEN len(embedding) = ? THEN"
-                " list_dot_product(embedding, ?::FLOAT[]) END) AS h, rowid"
+                f"SELECT {KEY_SQL} AS id, hash({KEY_SQL}, namespace, CASE WHEN len(embedding) = ?"
+                " THEN list_dot_product(embedding, ?::FLOAT[]) END) AS h, rowid"
                 " FROM event_vectors WHERE model = ? AND len(embedding) = ?",
                 [dim, _direction(dim).tolist(), model, dim],
                 65536,
@@ -110,11 +130,11 @@ class EventVectors(TableObject):
         return int(rows[0][0])
 
     def first_row(self, model: str, dim: int, ids: Sequence[str]) -> int | None:
-        """The smallest DuckDB ``rowid`` of the ``dim``-long vectors of ``model`` for
-        these events (None for none)."""
+        """The smallest DuckDB ``rowid`` of the ``dim``-long vectors of ``model`` with
+        these keys (None for none)."""
         rows = self.store.run(
             "SELECT min(rowid) FROM event_vectors WHERE model = ? AND len(embedding) = ?"
-            " AND id IN (SELECT unnest(?::VARCHAR[]))",
+            f" AND {KEY_SQL} IN (SELECT unnest(?::VARCHAR[]))",
             [model, dim, list(ids)],
         )
         return None if rows[0][0] is None else int(rows[0][0])
@@ -129,10 +149,10 @@ class EventVectors(TableObject):
         return int(rows[0][0]), int(rows[0][1])
 
     def rows_from(self, model: str, dim: int, rowid: int) -> pa.Table:
-        """(id, namespace, embedding) of the ``dim``-long vectors of ``model`` from DuckDB's
+        """(key, namespace, embedding) of the ``dim``-long vectors of ``model`` from DuckDB's
         ``rowid`` on (a filter DuckDB answers without reading the rows before it)."""
         table: pa.Table = self.store.run(
-            "SELECT id, namespace, embedding FROM event_vectors WHERE rowid >= ?"
+            f"SELECT {KEY_SQL} AS id, namespace, embedding FROM event_vectors WHERE rowid >= ?"
             " AND model = ? AND len(embedding) = ?",
             [rowid, model, dim],
             "arrow",
@@ -140,36 +160,67 @@ class EventVectors(TableObject):
         return table
 
     def rows_of(self, model: str, ids: Sequence[str]) -> pa.Table:
-        """(id, namespace, embedding) of ``model``'s vectors of these events."""
+        """(key, namespace, embedding) of ``model``'s vector rows with these keys."""
         table: pa.Table = self.store.run(
-            "SELECT id, namespace, embedding FROM event_vectors WHERE model = ?"
-            " AND id IN (SELECT unnest(?::VARCHAR[]))",
+            f"SELECT {KEY_SQL} AS id, namespace, embedding FROM event_vectors WHERE model = ?"
+            f" AND {KEY_SQL} IN (SELECT unnest(?::VARCHAR[]))",
             [model, list(ids)],
             "arrow",
         )
         return table
 
+    def whole_long(self, model: str, min_chars: int) -> list[tuple[str, str]]:
+        """(id, content) of events longer than ``min_chars`` whose vector of ``model`` is
+        one vector of the whole text (embedded before passages, or imported so)."""
+        rows = self.store.run(
+            "SELECT id, content FROM events WHERE embedding_model = ? AND length(content) > ?"
+            " AND id IN (SELECT id FROM event_vectors WHERE model = ? AND passage IS NULL)"
+            " ORDER BY created_at, id",
+            [model, int(min_chars), model],
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def whole_count(self, model: str, ids: Sequence[str]) -> int:
+        """How many of these events still have ``model``'s one whole-text vector."""
+        rows = self.store.run(
+            "SELECT count(DISTINCT id) FROM event_vectors WHERE model = ? AND passage IS NULL"
+            " AND id IN (SELECT unnest(?::VARCHAR[]))",
+            [model, list(ids)],
+        )
+        return int(rows[0][0])
+
+    def spans(self, model: str, keys: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """event id -> (span_start, span_stop) of the passage rows of ``model`` with these
+        keys (rows of whole texts are left out)."""
+        rows = self.store.run(
+            "SELECT id, span_start, span_stop FROM event_vectors WHERE model = ?"
+            f" AND passage IS NOT NULL AND {KEY_SQL} IN (SELECT unnest(?::VARCHAR[]))",
+            [model, list(keys)],
+        )
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows if r[1] is not None}
+
     def batches(self, model: str, rows: int = 65536) -> Iterator[pa.RecordBatch]:
-        """(id, namespace, embedding) of every event ``model`` embedded, a batch at a time.
+        """(key, namespace, embedding) of every vector row of ``model``, a batch at a time.
 
         A stream, so the caller never holds the whole table twice; consume it fully
         (the store's lock is held until then).
         """
         yield from self.store.stream(
-            "SELECT id, namespace, embedding FROM event_vectors WHERE model = ?",
+            f"SELECT {KEY_SQL} AS id, namespace, embedding FROM event_vectors WHERE model = ?",
             [model],
             rows,
             lean=True,
         )
 
     def embedded_frame(self, namespace: str, model: str, columns: Sequence[str]) -> pd.DataFrame:
-        """Events of ``namespace`` embedded by ``model``, with their vectors, oldest first."""
+        """Events of ``namespace`` embedded by ``model``, with their vectors, oldest first
+        (a long text: the vector of its first passage)."""
         unknown = set(columns) - set(READ_COLUMNS)
         if unknown:
             raise ValueError(f"unknown columns {unknown}")
         frame: pd.DataFrame = self.store.run(
             f"SELECT {', '.join(columns)}, embedding FROM ({_WITH_VECTOR})"
-            " WHERE namespace = ? ORDER BY created_at, id",
+            " WHERE namespace = ? AND coalesce(passage, 0) = 0 ORDER BY created_at, id",
             [model, namespace],
             "df",
         )
@@ -193,7 +244,8 @@ class EventVectors(TableObject):
     ) -> pd.DataFrame:
         """Exact top-``limit`` by cosine similarity in SQL (``list_cosine_similarity``).
 
-        The reference ranking: every stored vector of ``model`` in scope is scored.
+        The reference ranking: every stored vector of ``model`` in scope is scored, an
+        event by its best passage.
         Rows carry ``similarity`` and ``distance_score`` = 1 / (1 + euclidean
         distance); ``rank_by`` picks which one ranks and meets ``threshold``
         (``>=``, or ``>`` when ``strict``).  Ties: newest first, then id.
@@ -215,21 +267,33 @@ class EventVectors(TableObject):
             " AS distance_score"
             f" FROM ({_WITH_VECTOR}){where(clauses)}) WHERE {rank_by} IS NOT NULL"
         )
+        best = f" QUALIFY row_number() OVER (PARTITION BY id ORDER BY {rank_by} DESC) = 1"
         params = [query, query, model, *params]
         if threshold is not None:
             sql += f" AND {rank_by} {'>' if strict else '>='} ?"
             params.append(float(threshold))
-        sql += f" ORDER BY {rank_by} DESC, created_at DESC, id LIMIT ? OFFSET ?"
+        sql += f"{best} ORDER BY {rank_by} DESC, created_at DESC, id LIMIT ? OFFSET ?"
         params += [int(limit), int(offset)]
         frame: pd.DataFrame = self.store.run(sql, params, "df")
         return frame
 
     def write_vectors(
-        self, ids: Sequence[str], vectors: np.ndarray, model: str, texts: Sequence[str]
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        model: str,
+        texts: Sequence[str],
+        spans: Sequence[Sequence[tuple[int, int]] | None] | None = None,
     ) -> list[str]:
-        """Store each vector for its event, only if the event still holds the text it was
-        computed from and has no vector yet; clears any earlier error.  Returns the ids
-        written.
+        """Store the vectors of each event, only if the event still holds the text they
+        were computed from and has no vector yet; clears any earlier error.  Returns the
+        ids written.
+
+        ``spans`` gives, per event, the character spans of its passages (``vectors``
+        then holds one row per passage, in order) or None for one vector of the whole
+        text.  An event with several passages may also replace the one whole-text
+        vector ``model`` made of the same text before passages existed: its old row
+        goes and its passages come in this one transaction.
 
         The event rows are marked in one ``UPDATE`` of plain columns (which also picks
         the rows, atomically with the check); the vectors are appended from Arrow.
@@ -238,36 +302,70 @@ class EventVectors(TableObject):
         if not len(ids):
             return []
         matrix = np.asarray(vectors, dtype=np.float32)
+        per_event = list(spans) if spans is not None else [None] * len(ids)
+        counts = [len(s) if s else 1 for s in per_event]
         data = pa.table(
-            {"id": pa.array(list(ids), pa.string()), "content": pa.array(list(texts), pa.string())}
+            {
+                "id": pa.array(list(ids), pa.string()),
+                "content": pa.array(list(texts), pa.string()),
+                "passages": pa.array(counts, pa.int32()),
+            }
         )
         with self.store.registered("_nbmemory_vectors", data) as view:
             written = self._mark(view, model)
         if not written:
             return []
-        row_of = {event_id: i for i, event_id in enumerate(ids)}
+        first_row = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        position = {event_id: i for i, event_id in enumerate(ids)}
+        rows: list[int] = []
+        row_ids: list[str] = []
+        namespaces: list[str] = []
+        passages: list[int | None] = []
+        row_spans: list[tuple[int, int] | None] = []
+        for event_id, namespace, _ in written:
+            i = position[event_id]
+            chosen = per_event[i]
+            for k in range(counts[i]):
+                rows.append(int(first_row[i]) + k)
+                row_ids.append(event_id)
+                namespaces.append(namespace)
+                passages.append(k if chosen else None)
+                row_spans.append((chosen[k][0], chosen[k][1]) if chosen else None)
+        replaced = [event_id for event_id, _, again in written if again]
+        if replaced:
+            self.drop(replaced)
+        split = any(p is not None for p in passages)
         group = Vectors(
             model,
-            [w[0] for w in written],
-            [w[1] for w in written],
-            matrix[[row_of[event_id] for event_id, _ in written]],
+            row_ids,
+            namespaces,
+            matrix[rows],
+            passages if split else None,
+            row_spans if split else None,
         )
         self.append(group)
-        self.store.changed(Change(vectors=[group]))
-        return group.ids
+        self.store.changed(Change(vectors=[group], unvectored=replaced))
+        return list(dict.fromkeys(row_ids))
 
-    def _mark(self, view: str, model: str) -> list[tuple[str, str]]:
-        """Mark the events of ``view`` (id, content) that still hold that text and have
-        no vector as embedded by ``model``; returns their (id, namespace).
+    def _mark(self, view: str, model: str) -> list[tuple[str, str, bool]]:
+        """Mark the events of ``view`` (id, content, passages) that still hold that text
+        and have no vector as embedded by ``model`` (or, split into several passages,
+        hold only ``model``'s one whole-text vector); returns their (id, namespace,
+        whether an old vector is replaced).
 
         The rows are picked by a ``SELECT`` and marked by an ``UPDATE`` with the same
         condition, in the caller's transaction: ``UPDATE ... RETURNING`` is DuckDB's
         slow path (~30 µs a row, and its commit as much again, against ~2 µs)."""
         condition = (
-            "events.id = v.id AND events.content = v.content AND events.embedding_model IS NULL"
+            "events.id = v.id AND events.content = v.content AND (events.embedding_model IS NULL"
+            " OR (v.passages > 1 AND events.embedding_model = ? AND events.id NOT IN"
+            f" (SELECT x.id FROM event_vectors x WHERE x.passage IS NOT NULL"
+            f" AND x.id IN (SELECT id FROM {view}))))"
         )
-        rows: list[tuple[str, str]] = self.store.run(
-            f"SELECT DISTINCT events.id, events.namespace FROM events, {view} v WHERE {condition}"
+        rows: list[tuple[str, str, bool]] = self.store.run(
+            "SELECT DISTINCT events.id, events.namespace, events.embedding_model IS NOT NULL"
+            f" FROM events, {view} v WHERE {condition}",
+            [model],
         )
         if rows:
             self.store.statements.update(
@@ -275,6 +373,7 @@ class EventVectors(TableObject):
                 "embedding_model = ?, embedding_error = NULL",
                 [model],
                 condition,
+                [model],
                 from_=f"{view} v",
             )
         return rows
@@ -426,6 +525,10 @@ def mark_embedded(data: pa.Table, groups: list[Vectors]) -> pa.Table:
 def vector_rows(group: Vectors) -> pa.Table:
     """``group`` as rows of ``event_vectors`` (an Arrow table)."""
     matrix = np.asarray(group.matrix, dtype=np.float32)
+    none: list[int | None] = [None] * len(group.ids)
+    spans = group.spans or [None] * len(group.ids)
+    starts = [None if span is None else span[0] for span in spans]
+    stops = [None if span is None else span[1] for span in spans]
     return pa.table(
         {
             "id": pa.array(group.ids, pa.string()),
@@ -434,6 +537,9 @@ def vector_rows(group: Vectors) -> pa.Table:
             "embedding": pa.FixedSizeListArray.from_arrays(
                 pa.array(matrix.reshape(-1)), matrix.shape[1]
             ).cast(pa.list_(pa.float32())),
+            "passage": pa.array(group.passages or none, pa.int32()),
+            "span_start": pa.array(starts, pa.int32()),
+            "span_stop": pa.array(stops, pa.int32()),
         },
         schema=EVENT_VECTORS.arrow_schema,
     )

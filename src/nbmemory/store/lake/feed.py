@@ -51,7 +51,12 @@ def changes(run: Run, first: int, last: int, foreign: set[int]) -> Change:
     change.bulk = len(change.added) > 1000
     by_model: dict[str, list[dict[str, Any]]] = {}
     for kind, record in _feed(
-        run, "event_vectors", first, last, wanted, ("id", "namespace", "model", "embedding")
+        run,
+        "event_vectors",
+        first,
+        last,
+        wanted,
+        ("id", "namespace", "model", "embedding", "passage"),
     ):
         if kind == "insert":
             by_model.setdefault(record["model"], []).append(record)
@@ -64,6 +69,7 @@ def changes(run: Run, first: int, last: int, foreign: set[int]) -> Change:
                 [r["id"] for r in records],
                 [r["namespace"] for r in records],
                 np.asarray([r["embedding"] for r in records], dtype=np.float32),
+                [r["passage"] for r in records],
             )
         )
     for kind, record in _feed(

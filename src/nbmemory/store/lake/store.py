@@ -239,6 +239,10 @@ class LakeStore(Store):
                 f"{version}; this one reads {SCHEMA_VERSION}); nothing was changed. "
                 "Upgrade nbmemory (pip install -U nbmemory)"
             )
+        if version < SCHEMA_VERSION and not read_only:  # made by an older nbmemory
+            with self.transaction():
+                for sql, params in tables.upgrade_statements(version):
+                    self.run(sql, params)
         if not read_only:
             self._claim_data_path()
 

@@ -69,6 +69,38 @@ def create_table_sql(table: Table) -> str:
     return f"CREATE TABLE IF NOT EXISTS {table.name} ({', '.join(columns)})"
 
 
+#: What a lake made by an older nbmemory lacks: schema version -> (migration, statements
+#: on the lake's tables), as the file's migration of that name did.
+UPGRADES: dict[int, tuple[str, tuple[str, ...]]] = {
+    3: (
+        "m005_vector_passages",
+        tuple(
+            f"ALTER TABLE lake.main.event_vectors ADD COLUMN {column} INTEGER"
+            for column in ("passage", "span_start", "span_stop")
+        ),
+    ),
+}
+
+
+def upgrade_statements(version: int) -> list[tuple[str, list[object]]]:
+    """The statements that bring a lake of schema ``version`` to this one (one
+    transaction): the columns, the migrations recorded, the version."""
+    statements: list[tuple[str, list[object]]] = []
+    for target in sorted(v for v in UPGRADES if v > version):
+        name, sqls = UPGRADES[target]
+        statements += [(sql, []) for sql in sqls]
+        statements.append(
+            ("INSERT INTO lake.main.nbmemory_migrations VALUES (?, now()::TIMESTAMP)", [name])
+        )
+    statements.append(
+        (
+            "UPDATE lake.main.nbmemory_meta SET value = ? WHERE key = 'schema_version'",
+            [str(SCHEMA_VERSION)],
+        )
+    )
+    return statements
+
+
 def create_statements(lake_id: str) -> list[tuple[str, list[object]]]:
     """Every statement that makes an empty lake an nbmemory store (one transaction)."""
     statements: list[tuple[str, list[object]]] = [

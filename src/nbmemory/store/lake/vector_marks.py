@@ -20,8 +20,9 @@ LAKE_VECTORS = "lake.main.event_vectors"
 
 
 class LakeEventVectors(EventVectors):
-    def _mark(self, view: str, model: str) -> list[tuple[str, str]]:
-        """The events of ``view`` that still hold that text and have no vector yet.
+    def _mark(self, view: str, model: str) -> list[tuple[str, str, bool]]:
+        """The events of ``view`` that still hold that text and have no vector yet (or,
+        split into several passages, only ``model``'s one whole-text vector: replaced).
 
         Nothing is written on the rows (the view reads the model from the vectors);
         a recorded failure is cleared.  The check reads the transaction's snapshot:
@@ -31,10 +32,13 @@ class LakeEventVectors(EventVectors):
         """
         # the tables themselves, not the view: only these ids' vectors are read
         rows = self.store.run(
-            "SELECT e.id, e.namespace, e.embedding_error IS NOT NULL"
+            "SELECT e.id, e.namespace, e.embedding_error IS NOT NULL, x.n IS NOT NULL"
             f" FROM {LAKE_EVENTS} e JOIN {view} v ON e.id = v.id AND e.content = v.content"
-            f" WHERE e.id NOT IN (SELECT x.id FROM {LAKE_VECTORS} x"
-            f" WHERE x.id IN (SELECT id FROM {view}))"
+            " LEFT JOIN (SELECT id, count(*) AS n, count(passage) AS split,"
+            f" bool_and(model = ?) AS same FROM {LAKE_VECTORS}"
+            f" WHERE id IN (SELECT id FROM {view}) GROUP BY id) x ON x.id = e.id"
+            " WHERE x.n IS NULL OR (v.passages > 1 AND x.split = 0 AND x.same)",
+            [model],
         )
         failed = [r[0] for r in rows if r[2]]
         if failed:
@@ -45,7 +49,7 @@ class LakeEventVectors(EventVectors):
                 "id IN (SELECT unnest(?::VARCHAR[]))",
                 [failed],
             )
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], bool(r[3])) for r in rows]
 
     def forget(self, ids: Sequence[str]) -> None:
         self._write()

@@ -1,0 +1,157 @@
+"""Long texts cut into overlapping passages the embedding model can see whole.
+
+A model reads a fixed window of word-pieces (256 for all-MiniLM-L6-v2) and cuts
+what lies beyond; a fact in the tail of a 3k-character tool output would never
+reach its vector.  :func:`split_passages` cuts such a text into passages of
+about ``window - 56`` word-pieces, each overlapping the previous by ~30, ending at
+a line break (never inside a code line) or a sentence end when one is near.  A
+text that fits the window is one passage, ``(0, len(text))``: short memories cost
+nothing more.  Spans are character offsets into the text, so a search can say
+which part of a memory matched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from ..store.vectors import passage_key
+
+if TYPE_CHECKING:
+    from .vector_index import VectorIndex
+
+#: ``spans_of(text)``: the character span of each token (word-piece) of the text.
+SpansOf = Callable[[str], Sequence[tuple[int, int]]]
+
+#: Word-pieces kept free below the window (special tokens, and slack for a count
+#: that differs slightly from the model's own).
+WINDOW_MARGIN = 56
+#: Word-pieces each passage repeats of the one before.
+OVERLAP = 30
+#: When tokens are counted by :func:`word_spans` (no tokenizer at hand), passages
+#: hold this fraction of the window: a word is one word-piece or more.
+WORD_SCALE = 0.75
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+_SENTENCE_END = frozenset(".!?;")
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of words and punctuation marks (a stand-in for a tokenizer's word-pieces)."""
+    return [match.span() for match in _WORD.finditer(text)]
+
+
+def passage_size(window: int) -> tuple[int, int]:
+    """(word-pieces per passage, overlap) for a model window of ``window``."""
+    size = max(window - WINDOW_MARGIN, window // 2, 1)
+    return size, min(OVERLAP, size // 4)
+
+
+def split_passages(text: str, spans_of: SpansOf, window: int) -> list[tuple[int, int]]:
+    """Character spans ``(start, stop)`` of the passages of ``text``, in order.
+
+    A text of at most ``window`` tokens is one span ``(0, len(text))``.  Longer, the
+    passages cover the whole text, each of at most ``window - 56`` tokens (see
+    :func:`passage_size`), overlapping by ~30 tokens; a passage ends after a line
+    break, else after a sentence end, found in its second half, else at its size (a
+    line with no break, like 4k characters of JSON, is still cut, never unbounded).
+    The first passage starts at 0 and the last stops at ``len(text)``.
+    """
+    spans = list(spans_of(text))
+    n = len(spans)
+    if n <= window:
+        return [(0, len(text))]
+    size, overlap = passage_size(window)
+    result: list[tuple[int, int]] = []
+    first = 0
+    while True:
+        end = min(first + size, n)
+        if end >= n:
+            start = 0 if first == 0 else spans[first][0]
+            result.append((start, len(text)))
+            return result
+        cut = _cut(text, spans, first + max(1, size // 2), end)
+        start = 0 if first == 0 else spans[first][0]
+        result.append((start, spans[cut - 1][1]))
+        following = _line_start(text, spans, max(cut - overlap, first + 1), cut)
+        first = following
+
+
+def _gap(text: str, spans: Sequence[tuple[int, int]], i: int) -> str:
+    """The characters between token ``i - 1`` and token ``i``."""
+    return text[spans[i - 1][1] : spans[i][0]]
+
+
+def _cut(text: str, spans: Sequence[tuple[int, int]], low: int, end: int) -> int:
+    """The token index to end a passage before (exclusive), in ``(low, end]``: the last
+    line break there, else the last sentence end, else ``end``."""
+    for i in range(end, low, -1):
+        if "\n" in _gap(text, spans, i):
+            return i
+    for i in range(end, low, -1):
+        if text[spans[i - 1][0] : spans[i - 1][1]] in _SENTENCE_END and _gap(text, spans, i):
+            return i
+    return end
+
+
+def _line_start(text: str, spans: Sequence[tuple[int, int]], low: int, cut: int) -> int:
+    """Where the next passage starts: the first token in ``[low, cut)`` that begins a
+    line (so the overlap holds whole lines), else ``low``."""
+    for i in range(low, cut):
+        if i > 0 and "\n" in _gap(text, spans, i):
+            return i
+    return low
+
+
+class Splitter:
+    """``text -> passage spans`` for one embedder: its window (``max_tokens``) counted
+    with its tokenizer (``token_spans``) when it has them; else ``fallback_window``
+    (the ``passage_tokens`` setting) counted in words, at :data:`WORD_SCALE` of it."""
+
+    def __init__(self, embedder: object, fallback_window: int) -> None:
+        window = getattr(embedder, "max_tokens", None) or fallback_window
+        spans_of: SpansOf | None = getattr(embedder, "token_spans", None)
+        if spans_of is None:
+            spans_of, window = word_spans, max(int(window * WORD_SCALE), 1)
+        self.spans_of: SpansOf = spans_of
+        #: Tokens the model sees; a text of at most this many characters always fits.
+        self.window: int = int(window)
+
+    def __call__(self, text: str) -> list[tuple[int, int]]:
+        if len(text) <= self.window:  # a token holds a character at least: it fits
+            return [(0, len(text))]
+        return split_passages(text, self.spans_of, self.window)
+
+
+def make_splitter(embedder: object, fallback_window: int) -> Splitter:
+    """The :class:`Splitter` of ``embedder``."""
+    return Splitter(embedder, fallback_window)
+
+
+def matched_spans(
+    index: VectorIndex,
+    spans_of_keys: Callable[[list[str]], dict[str, tuple[int, int]]],
+    vector: np.ndarray,
+    ids: Sequence[str],
+) -> dict[str, tuple[int, int]]:
+    """event id -> the characters of its passage closest to ``vector``, for the events
+    of ``ids`` the index holds as passages (``spans_of_keys`` reads them from the store)."""
+    if not len(ids) or not index.passage_rows:
+        return {}
+    matched: dict[str, int] = {}
+    index.similarities(vector, ids, matched)
+    return spans_of_keys([passage_key(event_id, passage) for event_id, passage in matched.items()])
+
+
+def passage_columns(frame: pd.DataFrame, spans: dict[str, tuple[int, int]]) -> None:
+    """Add ``passage_start``/``passage_stop`` to a frame of memories (by ``id``): where in
+    ``content`` the passage that matched lies; NA for a memory matched whole."""
+    for i, column in enumerate(("passage_start", "passage_stop")):
+        frame[column] = pd.array(
+            [spans[event_id][i] if event_id in spans else None for event_id in frame["id"]],
+            dtype="Int64",
+        )
