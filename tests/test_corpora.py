@@ -196,6 +196,11 @@ def test_evaluate_corpora_on_the_tech_chat_with_the_hash_embedder(capsys) -> Non
     ]
     assert by_category.loc["oracle"].tolist() == [1, 1, 1, 1, 1]
     assert "retrieval on development corpora" in result._repr_html_()
+    # each question's row says where its answer sits (corrections: some in user messages)
+    positions = result.per_query.groupby("category_name")["position"].agg(set)
+    assert positions["start"] == {"start"} and positions["end"] == {"end"}
+    assert "user message" in positions["updated"]
+    assert len(result.per_query) == 5 * 24
     # loading again stores nothing new, and the store's settings are untouched
     before = memory.store.events.ids(namespace="tech-chat/ledger")
     assert len(before) == 60

@@ -72,7 +72,8 @@ BASELINES: dict[str, Strategy] = {
 @dataclass(repr=False)
 class CorporaEvaluation:
     """What :func:`evaluate_corpora` returns: (corpus, ranking) x metrics, every
-    question's row (with ``corpus`` and ``category_name``) and the settings."""
+    question's row (with ``corpus``, ``category_name`` and, where the corpus says,
+    ``position``: where the answer sits in its message) and the settings."""
 
     table: pd.DataFrame
     per_query: pd.DataFrame
@@ -180,6 +181,7 @@ def evaluate_corpora(
         if frame.empty:
             raise InvalidInput(f"corpus {corpus.name} has no answerable question")
         frame.insert(0, "corpus", corpus.name)
+        frame = _with_positions(frame, conversations)
         frame["category_name"] = frame["category"].map(
             lambda c, names=corpus.category_names: names.get(int(c), str(c))
         )
@@ -202,6 +204,22 @@ def evaluate_corpora(
         "model": memory.model_name,
     }
     return CorporaEvaluation(table, per_query, parameters)
+
+
+def _with_positions(frame: pd.DataFrame, conversations: list[LoadedConversation]) -> pd.DataFrame:
+    """``frame`` with a ``position`` column where the corpus says where each answer sits
+    (the tech chat: start, middle, end of its message, or a user message)."""
+    rows = [
+        (c.conversation.conversation_id, q.question, q.position)
+        for c in conversations
+        if "position" in c.conversation.questions.columns
+        for q in c.conversation.questions.itertuples(index=False)
+    ]
+    if not rows:
+        return frame
+    where = pd.DataFrame(rows, columns=["conversation", "question", "position"])
+    where = where.drop_duplicates(["conversation", "question"])
+    return frame.merge(where, on=["conversation", "question"], how="left", validate="m:1")
 
 
 def ablate_corpora(
