@@ -36,7 +36,7 @@ LOG_EVENTS = (
     "retrying {noun} {n}/{m} after {ms} ms backoff",
     "cache miss for key {noun}:{hex}",
     "worker {n} picked up {noun} {hex}",
-    "slow query ({ms} ms): SELECT * FROM {noun}s WHERE id = ${n}",
+    "slow query ({ms} ms): select * from {noun}s where id = ${n}",
     "released lock {noun}-{hex} held for {ms} ms",
     "queue depth {n}, oldest message {s}s",
     "health check ok on port {port}",
