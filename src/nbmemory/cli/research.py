@@ -1,4 +1,5 @@
-"""The research sub-commands of ``nbmemory``: ``eval locomo`` and ``import-sqlite``.
+"""The research sub-commands of ``nbmemory``: ``eval locomo``, ``eval corpora`` and
+``import-sqlite``.
 
 Registered into :func:`nbmemory.cli.build_parser` by :func:`add_commands`; the
 engine does the work (:mod:`nbmemory.research.evaluation`, ``Memory.import_sqlite``).
@@ -99,6 +100,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     store_options(locomo, default_store="in memory, discarded")
     locomo.set_defaults(func=cmd_eval_locomo)
 
+    _add_corpora(datasets)
+
     imp = sub.add_parser(
         "import-sqlite",
         help="import an agent's SQLite memory (the Rust agent's schema) into a store",
@@ -110,6 +113,96 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--namespace", default=None, help="namespace to import into (default)")
     store_options(imp, default_store="$NBMEMORY_PATH or ./nbmemory.duckdb")
     imp.set_defaults(func=cmd_import_sqlite)
+
+
+def _add_corpora(datasets: argparse._SubParsersAction) -> None:
+    """``eval corpora``: the default ranking beside its inputs on every development corpus."""
+    corpora = datasets.add_parser(
+        "corpora",
+        help="default hybrid vs cosine vs keywords vs RRF on each development corpus",
+        description="Build the development corpora (LoCoMo, LoCoMo re-shaped into long "
+        "messages, a generated technical chat), store them and print recall@k, MRR and hit@k "
+        "of the default hybrid ranking, cosine only, keywords only and their reciprocal-rank "
+        "fusion, per corpus: whether the fusion holds on conversations it was not fitted to.",
+    )
+    corpora.add_argument(
+        "--corpus",
+        default=None,
+        help="corpora, comma-separated: locomo, locomo-long, tech-chat (default: all; the "
+        "LoCoMo ones only when --locomo or $NBMEMORY_LOCOMO_PATH names the data)",
+    )
+    corpora.add_argument("--locomo", metavar="PATH", default=None, help="the LoCoMo folder")
+    corpora.add_argument("--k", default="5,10", help="cut-offs, comma-separated (default 5,10)")
+    corpora.add_argument(
+        "--seed", type=int, default=0, help="seed of the generated corpora (default 0)"
+    )
+    corpora.add_argument(
+        "--by-category",
+        action="store_true",
+        help="also print recall@K per question category of each corpus, K the largest cut-off",
+    )
+    corpora.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also print, per corpus, the hybrid search with each signal switched off in turn",
+    )
+    corpora.add_argument("--markdown", action="store_true", help="print markdown tables")
+    store_options(corpora, default_store="in memory, discarded")
+    corpora.set_defaults(func=cmd_eval_corpora)
+
+
+def cmd_eval_corpora(args: argparse.Namespace) -> int:
+    """``nbmemory eval corpora``: one table of (corpus, ranking) x metrics."""
+    import os
+
+    from ..research.corpora import build_corpus, load_corpus, needs_locomo, parse_corpora
+    from ..research.datasets import ENV_LOCOMO_PATH
+    from ..research.evaluation import evaluate_ablation, parse_ks
+    from ..research.generalisation import evaluate_corpora
+
+    ks = parse_ks(args.k)
+    names = parse_corpora(args.corpus)
+    left_out = []
+    if args.corpus is None and not (args.locomo or os.environ.get(ENV_LOCOMO_PATH)):
+        left_out = [n for n in names if needs_locomo(n)]
+        names = [n for n in names if n not in left_out]
+    built = [build_corpus(n, locomo_path=args.locomo, seed=args.seed) for n in names]
+    with _memory(args, ":memory:") as mem:
+        loaded = {corpus.name: load_corpus(corpus, mem) for corpus in built}
+        result = evaluate_corpora(mem, built, k=ks, seed=args.seed, loaded=loaded)
+        sizes = "; ".join(
+            f"{c.name}: {len(c.conversations)} conversation(s), {c.messages} messages, "
+            f"{c.questions} questions"
+            for c in built
+        )
+        print(
+            f"development corpora (seed {args.seed}; model {result.parameters['model']}): {sizes}"
+        )
+        if left_out:
+            print(f"left out {', '.join(left_out)}: set {ENV_LOCOMO_PATH} or pass --locomo")
+        print(
+            "rankings: default = hybrid search, cosine = vector only, keywords = BM25 only, "
+            "rrf = reciprocal-rank fusion of cosine and keywords (k=60)"
+        )
+        _print_frame(result.table, args)
+        if args.by_category:
+            for corpus in built:
+                print(f"\n{corpus.name}")
+                _print_frame(result.by_category(f"recall@{ks[-1]}", corpus=corpus.name), args)
+        if args.ablation:
+            for corpus in built:
+                table = evaluate_ablation(mem, loaded[corpus.name], k=ks).table
+                print(f"\n{corpus.name}: one signal of the hybrid search switched off per row")
+                _print_frame(table, args)
+    return 0
+
+
+def _print_frame(frame: Any, args: argparse.Namespace) -> None:
+    print(
+        frame_to_markdown(frame.reset_index())
+        if args.markdown
+        else frame.to_string(float_format=lambda v: f"{v:.3f}")
+    )
 
 
 def _memory(

@@ -183,10 +183,24 @@ def load_locomo(
     ``locomo/<conversation id>`` unless given.  Loading the same file twice into
     the same namespace stores nothing new.
     """
-    conversation = read_locomo(path)
-    ns = namespace or f"locomo/{conversation.conversation_id}"
+    return load_conversation(read_locomo(path), memory, namespace=namespace, flush=flush)
+
+
+def load_conversation(
+    conversation: LocomoConversation,
+    memory: Memory,
+    *,
+    namespace: str | None = None,
+    flush: bool = True,
+    source: str = "locomo",
+) -> LoadedConversation:
+    """Store a conversation of LoCoMo's shape (from :func:`read_locomo` or a
+    generated corpus, :mod:`nbmemory.research.corpora`) as events, as
+    :func:`load_locomo` does: namespace ``<source>/<conversation id>`` unless
+    given, event ids ``<source>:<conversation id>:<dia_id>``."""
+    ns = namespace or f"{source}/{conversation.conversation_id}"
     roles = {conversation.speakers[0]: "user", conversation.speakers[1]: "assistant"}
-    prefix = f"locomo:{conversation.conversation_id}:"
+    prefix = f"{source}:{conversation.conversation_id}:"
     existing_ids = memory.store.events.ids_with_prefix(ns, prefix)
     rows = []
     event_ids = {}
