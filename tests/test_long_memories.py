@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from nbmemory import Memory
+from nbmemory.retrieval.offline_embedders import HashEmbedder
 
 #: (what the tail says, a question about it): one per long message.
 TAIL_FACTS = [
@@ -216,7 +217,9 @@ def test_an_older_store_gets_its_long_memories_re_embedded_as_passages(tmp_path)
     path = tmp_path / "m.duckdb"
     texts = [long_message(i, fact) for i, (fact, _) in enumerate(TAIL_FACTS[:6])]
     # a window no text reaches: one whole-text vector each, as before passages
-    with Memory(path, embedder="hash", settings=Settings(passage_tokens=1_000_000)) as mem:
+    # (an embedder that reads the whole text and declares no window of its own)
+    whole = HashEmbedder(max_tokens=None)
+    with Memory(path, embedder=whole, settings=Settings(passage_tokens=1_000_000)) as mem:
         mem.add_events([{"session_id": "s", "role": "assistant", "content": t} for t in texts])
         mem.add_event("s", "user", "a short one")
         # longer than the window in characters, not in words: looked at, left whole
