@@ -6,7 +6,8 @@ kernel with nbclient, so the tests of several modules share one run.
 
 :func:`substance` is what a reader gets from a cell's outputs, with what differs
 between two honest runs masked: ids, timestamps and dates, durations, memory
-addresses, temporary paths and floats beyond two decimals.  Text outputs and
+addresses, temporary paths, the resident memory a model load added and floats
+beyond two decimals.  Text outputs and
 streams are kept; a DataFrame by the cells of its HTML table (its ``text/plain``
 wraps where the timestamps' width says, which differs between runs); other rich
 outputs (HTML, widgets) by their ``text/plain`` fallback; a figure with no text
@@ -48,6 +49,7 @@ MASKS: list[tuple[re.Pattern[str], str]] = [
         "<time>",
     ),
     (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|seconds?|min|minutes?)\b"), "<duration>"),
+    (re.compile(r"\+\d+ MB resident"), "+<MB> MB resident"),  # the model's load, measured
     (re.compile(r"(\d+\.\d{2})\d+"), r"\1…"),
     (re.compile(r"[ \t]+"), " "),
     (re.compile(r" ?\n ?"), "\n"),

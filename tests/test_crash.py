@@ -370,10 +370,12 @@ sys.path.insert(0, sys.argv[4])
 from test_long_memories import TAIL_FACTS, long_message
 from nbmemory import Memory
 from nbmemory.config import Settings
+from nbmemory.retrieval.offline_embedders import HashEmbedder
 
 path, step, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if step == "old":  # a store of long texts embedded whole, as before passages
-    with Memory(path, embedder="hash", settings=Settings(passage_tokens=1_000_000)) as mem:
+    whole = HashEmbedder(max_tokens=None)  # reads the whole text, declares no window
+    with Memory(path, embedder=whole, settings=Settings(passage_tokens=1_000_000)) as mem:
         mem.add_events(
             [
                 {"session_id": "s", "role": "assistant", "content": long_message(i, "Fact %d." % i)}

@@ -61,7 +61,9 @@ class Embeddings:
         split = None if worker is None else worker.split
         if worker is None or split is None:
             return 0
-        rows = self.core.store.vectors.whole_long(self.core.model, getattr(split, "window", 0))
+        rows = self.core.store.vectors.whole_long(
+            self.core.model, getattr(split, "known_window", 0)
+        )
         worker.submit_for_passages(rows)
         return len(rows)
 

@@ -356,6 +356,18 @@ class FastEmbedEmbedder:
         """Word-pieces of a text the vector sees (loads the model's tokenizer)."""
         return self._acquire().max_tokens
 
+    @property
+    def known_max_tokens(self) -> int | None:
+        """:attr:`max_tokens` as far as it is known without loading the model: the
+        loaded model's, else the trained length by the model's name or its folder's
+        ``sentence_bert_config.json``, less [CLS] and [SEP]; None when unknown.
+        (A store opens without loading the model; see ``passages.Splitter``.)"""
+        shared = self._shared
+        if shared is not None:
+            return shared.max_tokens
+        window = self._window or model_pool.trained_length(self.model_path, self.name)
+        return None if window is None else max(window - 2, 1)
+
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character span of each word-piece of ``text`` (no special tokens, no cut)."""
         encoding = self._acquire().counter.encode(text, add_special_tokens=False)

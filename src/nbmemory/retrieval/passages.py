@@ -110,21 +110,55 @@ def _line_start(text: str, spans: Sequence[tuple[int, int]], low: int, cut: int)
 class Splitter:
     """``text -> passage spans`` for one embedder: its window (``max_tokens``) counted
     with its tokenizer (``token_spans``) when it has them; else ``fallback_window``
-    (the ``passage_tokens`` setting) counted in words, at :data:`WORD_SCALE` of it."""
+    (the ``passage_tokens`` setting) counted in words, at :data:`WORD_SCALE` of it.
+
+    The window is read at the first cut, not when the splitter is made: reading a
+    model's window loads its tokenizer, which must not happen (or fail) when a store
+    opens, only on the embedding worker's thread, where a model that cannot load
+    leaves the texts pending.
+    """
 
     def __init__(self, embedder: object, fallback_window: int) -> None:
-        window = getattr(embedder, "max_tokens", None) or fallback_window
-        spans_of: SpansOf | None = getattr(embedder, "token_spans", None)
-        if spans_of is None:
-            spans_of, window = word_spans, max(int(window * WORD_SCALE), 1)
-        self.spans_of: SpansOf = spans_of
-        #: Tokens the model sees; a text of at most this many characters always fits.
-        self.window: int = int(window)
+        self._embedder = embedder
+        self._fallback = int(fallback_window)
+        self._resolved: tuple[SpansOf, int] | None = None
+
+    def _resolve(self) -> tuple[SpansOf, int]:
+        if self._resolved is None:
+            window = getattr(self._embedder, "max_tokens", None) or self._fallback
+            spans_of: SpansOf | None = getattr(self._embedder, "token_spans", None)
+            if spans_of is None:
+                spans_of, window = word_spans, max(int(window * WORD_SCALE), 1)
+            self._resolved = (spans_of, int(window))
+        return self._resolved
+
+    @property
+    def spans_of(self) -> SpansOf:
+        """How the text's tokens are found (loads the model's tokenizer)."""
+        return self._resolve()[0]
+
+    @property
+    def window(self) -> int:
+        """Tokens the model sees; a text of at most this many characters always fits
+        (loads the model's tokenizer)."""
+        return self._resolve()[1]
+
+    @property
+    def known_window(self) -> int:
+        """:attr:`window` when it is known without loading a model: read already, or
+        declared by the embedder (``known_max_tokens``: from the model's name or its
+        folder's small config files); else the ``passage_tokens`` setting."""
+        if self._resolved is not None:
+            return self._resolved[1]
+        if hasattr(self._embedder, "known_max_tokens"):
+            return int(self._embedder.known_max_tokens or self._fallback)
+        return self.window
 
     def __call__(self, text: str) -> list[tuple[int, int]]:
-        if len(text) <= self.window:  # a token holds a character at least: it fits
+        spans_of, window = self._resolve()
+        if len(text) <= window:  # a token holds a character at least: it fits
             return [(0, len(text))]
-        return split_passages(text, self.spans_of, self.window)
+        return split_passages(text, spans_of, window)
 
 
 def make_splitter(embedder: object, fallback_window: int) -> Splitter:

@@ -300,7 +300,14 @@ class EmbeddingWorker:
         return pieces, spans, first
 
     def _process(self, batch: list[tuple[str, str]]) -> None:
-        batch = self._only_long(batch)
+        try:
+            batch = self._only_long(batch)  # (cutting reads the model's tokenizer)
+        except Exception as exc:
+            unavailable = model_unavailable(exc)
+            if unavailable is None:
+                raise
+            self._set_aside(batch, unavailable)
+            return
         if not batch:
             return
         ids = [item[0] for item in batch]
