@@ -179,3 +179,20 @@ def test_examples_run(
     blocks = [b for b in code_blocks(path) if b.runs]
     for block in blocks:
         run_block(docs_shell, block)
+
+
+def test_no_merge_conflict_markers_are_left_in_the_repository() -> None:
+    """A merge resolved in one file and committed with markers in another (it
+    happened once, in docs/python-api.md) is caught here, not by a reader."""
+    import subprocess
+
+    found = subprocess.run(
+        ["git", "grep", "-n", "-E", "^(<<<<<<< |>>>>>>> |=======$)", "--", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode not in (0, 1):  # not a git checkout (an sdist): nothing to check
+        pytest.skip(f"git grep could not run here: {found.stderr.strip()}")
+    assert found.stdout == "", f"merge conflict markers left:\n{found.stdout}"
