@@ -61,7 +61,7 @@ def test_state_cleanup_dry_run_then_for_real(capsys, store: str) -> None:
     code, out, _ = run(capsys, "state", "cleanup", "--dry-run", "--store", store)
     assert code == 0
     assert "would delete 1 session(s)" in out and "sess_old" in out
-    with Memory(store, embedder="hash") as mem:
+    with Memory(store, embedder="hash", upkeep=False) as mem:  # (no cleanup of its own)
         assert "sess_old" in set(mem.sessions("auth-service")["session_id"])
     code, out, _ = run(capsys, "state", "cleanup", "--store", store, "--namespace", "auth-service")
     assert code == 0 and "deleted 1 session(s)" in out
@@ -74,7 +74,7 @@ def test_state_cleanup_dry_run_then_for_real(capsys, store: str) -> None:
 def test_state_delete_finds_the_namespace_of_the_session(capsys, store: str) -> None:
     code, out, _ = run(capsys, "state", "delete", "--session-id", "sess_abc123", "--store", store)
     assert code == 0 and "deleted session 'sess_abc123'" in out
-    with Memory(store, embedder="hash") as mem:
+    with Memory(store, embedder="hash", upkeep=False) as mem:  # (sess_old stays: no cleanup)
         tracked = mem.sessions("auth-service", include_untracked=False)
         assert set(tracked["session_id"]) == {"sess_old"}
         assert len(mem.events(namespace="auth-service")) == 1  # memories stay

@@ -75,6 +75,13 @@ class Settings:
     consolidation_interval_hours: float = 6.0
     #: Run consolidation in a background thread every interval (``mem.consolidation.start``).
     background_consolidation: bool = True
+    #: Remove expired sessions and audit rows past retention by themselves while a
+    #: store is open: at open, then every ``upkeep_interval_hours`` of the store's
+    #: clock (``nbmemory.facade.upkeep``); the thread looks at the clock every
+    #: ``upkeep_check_seconds``.
+    upkeep: bool = True
+    upkeep_interval_hours: float = 1.0
+    upkeep_check_seconds: float = 60.0
     # the Astreus memory API: similarity search
     similarity_threshold: float = 0.7
     # retrieval profile: "hybrid" (default) fuses cosine similarity with
@@ -104,6 +111,17 @@ class Settings:
     # Vectora's state persistence: sessions, audit, injected context
     session_ttl_hours: float = 24.0
     max_concurrent_sessions: int = 5
+    #: Vectora's ``persist_on_exit``: sessions' state outlives the process.  nbmemory
+    #: writes a session's state when it changes, so it always does (False is refused).
+    persist_on_exit: bool = True
+    #: Vectora's ``agents_file``: an AGENTS.md synced into memory when the store opens
+    #: (None: none; a configuration file's path is relative to the file's folder).
+    agents_file: str | None = None
+    #: Vectora's ``auto_update``: keep watching ``agents_file`` until close.
+    agents_auto_update: bool = True
+    #: Vectora's ``audit.enabled``: False writes no audit rows (no compliance log),
+    #: except the record of whom a session was started for, which erasure needs.
+    audit_enabled: bool = True
     audit_retention_days: int = 90
     max_memory_tokens: int = 4096
     # secrets redacted before storing/embedding (nbmemory.redaction)
@@ -188,10 +206,33 @@ class Settings:
                 f"max_json_depth must be at most {MAX_JSON_DEPTH_CEILING} (deeper JSON "
                 f"exhausts Python's stack), got {self.max_json_depth!r}"
             )
-        for name in ("consolidation_interval_hours", "session_ttl_hours"):
+        for name in ("consolidation_interval_hours", "session_ttl_hours", "upkeep_interval_hours"):
             value = getattr(self, name)
             if not is_number(value) or not math.isfinite(value) or value <= 0:
                 raise InvalidInput(f"{name} must be a positive number of hours, got {value!r}")
+        value = self.upkeep_check_seconds
+        if (
+            isinstance(value, bool)
+            or not is_number(value)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise InvalidInput(f"upkeep_check_seconds must be a positive number, got {value!r}")
+        for name in ("persist_on_exit", "agents_auto_update", "audit_enabled", "upkeep"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInput(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if not self.persist_on_exit:
+            raise InvalidInput(
+                "persist_on_exit=False is not supported: nbmemory writes a session's state "
+                "when it changes, so sessions always outlive the process; delete a session "
+                "with mem.sessions.delete(...) instead"
+            )
+        if self.agents_file is not None and (
+            not isinstance(self.agents_file, str) or not self.agents_file.strip()
+        ):
+            raise InvalidInput(
+                f"agents_file must be the path of an AGENTS.md or None, got {self.agents_file!r}"
+            )
         if not isinstance(self.background_consolidation, bool):
             raise InvalidInput(
                 f"background_consolidation must be True or False, got "

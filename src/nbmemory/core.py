@@ -47,6 +47,7 @@ class Core:
         #: The current naive-UTC time (tests replace it to move time).
         self.clock: Callable[[], dt.datetime] = utcnow
         self.writer = Writer(store, actor=actor, clock=lambda: self.clock())
+        self.writer.audit_enabled = settings.audit_enabled
         cache = None
         if settings.index_cache and store.backend == "file" and store.path != ":memory:":
             cache = IndexCache(

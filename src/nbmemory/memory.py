@@ -13,14 +13,18 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
+import os
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from . import config_file
 from .automation.allowed_prefixes import Prefixes
 from .automation.scheduler import Scheduler
 from .automation.tool_macros import Macros
 from .config import DEFAULT_MODEL, DEFAULT_NAMESPACE, Settings, default_store_path
+from .config_file import ConfigFile
 from .core import Core
 from .errors import InvalidInput
 from .facade.aliases import AstreusNames, OlderNames
@@ -39,6 +43,7 @@ from .facade.groups import (
     TransferGroup,
 )
 from .facade.research_group import ResearchGroup
+from .facade.upkeep import Upkeep
 from .knowledge.agents_md import AgentsMd
 from .knowledge.consolidation import Consolidation
 from .knowledge.fact_book import Facts
@@ -90,6 +95,10 @@ class Memory(AstreusNames, OlderNames):
     search and of the context's relevance: a callable ``(query, texts) -> scores``
     or an object with fastembed's ``TextCrossEncoder`` interface (``.rerank``);
     None (the default) keeps the first-stage order.
+    ``config``: the project's configuration file (``nbmemory.toml`` or
+    ``[tool.nbmemory]`` in ``pyproject.toml``, :mod:`nbmemory.config_file`): None finds
+    it beside the store or in the working folder, a path names it, False reads none.
+    Arguments given here win over the file.
 
     The event log's verbs are methods of the Memory itself (``add_event(s)``,
     ``get``, ``update``, ``delete``, ``events``, ``recent``, ``search``,
@@ -157,15 +166,18 @@ class Memory(AstreusNames, OlderNames):
         reranker: Any = None,
         data_path: str | None = None,
         snapshot: int | dt.datetime | None = None,
+        config: str | os.PathLike[str] | bool | None = None,
         **overrides: Any,
     ) -> None:
-        settings = (settings or Settings()).replace(**overrides)
+        store_path = str(path) if path is not None else default_store_path()
+        self._config: ConfigFile | None = _config_file(config, store_path)
+        settings = config_file.merged(self._config, settings, overrides)
         rerank = as_reranker(reranker)
         namespace = check_name(namespace, "namespace")
         model = _embedder(embedder, settings)
         #: An embedder made here (not passed in) is this store's: close() lets go of its model.
         self._owns_embedder = embedder is None or isinstance(embedder, str)
-        self._path = str(path) if path is not None else default_store_path()
+        self._path = store_path
         self._redactor_cache: tuple[Any, Redactor | None] | None = None
         store = open_store(
             self._path,
@@ -192,8 +204,10 @@ class Memory(AstreusNames, OlderNames):
             self.tasks = TasksGroup(gate, Scheduler(core))
             self.macros = MacrosGroup(gate, Macros(core))
             self.prefixes = PrefixesGroup(gate, Prefixes(core))
-            self.sessions = SessionsGroup(gate, Sessions(core))
-            self.audit = AuditGroup(gate, Audit(core))
+            self._sessions = Sessions(core)
+            self._audit = Audit(core)
+            self.sessions = SessionsGroup(gate, self._sessions)
+            self.audit = AuditGroup(gate, self._audit)
             self.agents_md = AgentsMdGroup(gate, self._agents_md)
             self.memories = MemoriesGroup(gate, Memories(core))
             self.consolidation = ConsolidationGroup(gate, self._consolidation)
@@ -204,10 +218,34 @@ class Memory(AstreusNames, OlderNames):
                 self._embeddings.requeue_for_passages()  # long texts of an older store
                 if settings.background_consolidation:  # first run after one interval
                     self._consolidation.start()
+            if settings.agents_file is not None and not read_only and snapshot is None:
+                self._open_agents_file(settings)
+            self._upkeep: Upkeep | None = None
+            if settings.upkeep and not store.read_only:
+                self._upkeep = Upkeep(
+                    core, self._sessions, self._audit, self._consolidation, self._gate.run
+                )
         except BaseException:  # a store that cannot be used is let go at once
             self._abandon(store)
             raise
         _OPEN.add(self)
+
+    def _open_agents_file(self, settings: Settings) -> None:
+        """Sync the configured AGENTS.md (and watch it, with ``agents_auto_update``)."""
+        path = str(settings.agents_file)
+        where = "" if self._config is None else f" (set in {self._config.where('agents_file')})"
+        try:
+            if settings.agents_auto_update:
+                self._agents_md.watch(path)
+            else:
+                self._agents_md.sync(path)
+        except InvalidInput as exc:
+            raise InvalidInput(f"agents_file {path}{where}: {exc}") from None
+
+    @property
+    def config_file(self) -> Path | None:
+        """The configuration file this store read at open, or None."""
+        return None if self._config is None else self._config.path
 
     def _abandon(self, store: Store) -> None:
         """Stop what an open that failed half-way started, and close its file."""
@@ -340,8 +378,11 @@ class Memory(AstreusNames, OlderNames):
         if core.worker is not None:
             core.worker.batch_size = core.settings.embed_batch_size
         core.apply_batch_tokens()
+        # the change that turns the audit trail off (or on) is itself recorded
+        core.writer.audit_enabled = core.writer.audit_enabled or core.settings.audit_enabled
         if not core.store.read_only:
             core.writer.audit(action, [], None, details)
+        core.writer.audit_enabled = core.settings.audit_enabled
         return core.settings
 
     @property
@@ -372,6 +413,9 @@ class Memory(AstreusNames, OlderNames):
             return
         self._gate.closed = True
         self._agents_md.stop()  # watchers write through the store
+        upkeep = getattr(self, "_upkeep", None)
+        if upkeep is not None:
+            upkeep.stop()
         self._consolidation.stop()
         if self._core.worker is not None:
             self._core.worker.stop()
@@ -426,9 +470,27 @@ class Memory(AstreusNames, OlderNames):
         info = self._gate.run(self._events.status)
         footprint = getattr(self._core.embedder, "footprint", None)
         info["embedder"] = footprint() if callable(footprint) else {}
+        info["upkeep"] = None if self._upkeep is None else self._upkeep.status()
         return info
 
     purge = delegate("_events", EventLog.purge)
+
+
+def _config_file(
+    config: str | os.PathLike[str] | bool | None, store_path: str
+) -> ConfigFile | None:
+    """The configuration file ``Memory(config=...)`` asks for (see its docstring)."""
+    if config is False:
+        return None
+    if config is None or config is True:
+        found = config_file.find(store_path)
+        return None if found is None else config_file.load(found)
+    if isinstance(config, (str, os.PathLike)):
+        return config_file.load(config)
+    raise InvalidInput(
+        f"config must be the path of an nbmemory.toml, None (find it) or False (none), "
+        f"got {config!r}"
+    )
 
 
 def _embedder(spec: Any, settings: Settings) -> Embedder:

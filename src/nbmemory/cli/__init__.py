@@ -11,7 +11,8 @@ it through :mod:`.stores`: a store the command made is removed if it then fails.
 * :mod:`.state` — ``state list|cleanup|delete|export|import``, ``memory sync``, ``health``;
 * :mod:`.research` — ``eval locomo``, ``import-sqlite``;
 * :mod:`.lake` — ``lake status|snapshots|compact|expire|push|pull``;
-* :mod:`.install` — ``install-ipython-config``.
+* :mod:`.install` — ``install-ipython-config``;
+* :mod:`.project_config` — ``config show|get|set`` (the project's configuration file).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 
 from ..errors import NbMemoryError
 from ..version import __version__
-from . import install, lake, research, state
+from . import install, lake, project_config, research, state
 from .demo import cmd_demo
 from .options import in_cli_words, store_options
 
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_command(sub)  # install-ipython-config
     state.add_commands(sub)  # state, memory sync, health
     lake.add_commands(sub)  # lake status|snapshots|compact|expire|push|pull
+    project_config.add_commands(sub)  # config show|get|set
     return parser
 
 

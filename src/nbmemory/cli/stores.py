@@ -74,6 +74,10 @@ def opened(
     new = before is not None and "" not in before
     if getattr(args, "embedder", None) is not None:
         memory.setdefault("embedder", args.embedder)
+    # a command does what it says: no cleanup runs by itself at open (a --dry-run
+    # would find nothing left to list); `state cleanup` is the command for it
+    if "settings" not in memory:
+        memory.setdefault("upkeep", False)
     try:
         mem = Memory(path, read_only=read_only, shared=shared, actor="cli", **memory)
     except StoreLocked:

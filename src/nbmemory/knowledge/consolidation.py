@@ -219,8 +219,12 @@ class Consolidation:
         ns = self.core.ns(namespace)
 
         def job(stop: threading.Event) -> ConsolidationReport:
-            return self.run(
-                summarizer=summarizer, older_than_hours=older_than_hours, namespace=ns, _stop=stop
+            return self.run(  # at the store's time (core.clock, which tests move)
+                summarizer=summarizer,
+                older_than_hours=older_than_hours,
+                namespace=ns,
+                now=self.core.clock(),
+                _stop=stop,
             )
 
         self.stop()  # the new settings replace the running thread

@@ -60,6 +60,8 @@ class Tx:
         """Append an audit row; it says how many secrets this transaction redacted there."""
         details = dict(details or {})
         redacted = self.change.redacted.pop(namespace, 0)
+        if not self._writer.audit_enabled and action not in ALWAYS_AUDITED:
+            return
         if redacted:
             details["redacted"] = details.get("redacted", 0) + redacted
         self._writer.store.audit.append(
@@ -78,6 +80,11 @@ class Tx:
         self._writer._touch(self, namespace, session_id, at)
 
 
+#: Audit rows written even with the audit trail off: whom a session was started for
+#: (``forget_user`` finds a user's sessions by them, long after the session row).
+ALWAYS_AUDITED = frozenset({"session_start", "session_evicted"})
+
+
 class Writer:
     """Opens write transactions on a store for one actor (``api``, ``magic``, ``cli`` ...)."""
 
@@ -89,6 +96,8 @@ class Writer:
         self.actor = actor
         #: The time sessions are touched with (tests move it).
         self.clock = clock
+        #: False (``Settings.audit_enabled``): no audit rows but :data:`ALWAYS_AUDITED`.
+        self.audit_enabled = True
         self._active: dict[tuple[str, str], dt.datetime] | None = None
         store.actor = actor  # a lake names it in each snapshot's commit message
         store.listen(self._follow_sessions)
