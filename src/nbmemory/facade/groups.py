@@ -9,7 +9,10 @@ here holds state of its own.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
+
+import pandas as pd
 
 from ..automation.allowed_prefixes import Prefixes
 from ..automation.scheduler import Scheduler
@@ -158,6 +161,18 @@ class MemoriesGroup(Group):
     clear = delegate("_feature", Memories.clear)
     generate_embedding = delegate("_feature", Memories.generate_embedding)
     list = delegate("_feature", Memories.list)
+
+    def pages(
+        self, text: str | None = None, *, page_size: int = 100, **options: Any
+    ) -> Iterator[pd.DataFrame]:
+        pages = self._feature.pages(text, page_size=page_size, **options)
+        while True:  # each page in its own turn on the store (shared mode), not all at once
+            page = self._gate.run(lambda: next(pages, None))
+            if page is None:
+                return
+            yield page
+
+    pages.__doc__ = Memories.pages.__doc__
 
 
 class ConsolidationGroup(Group):

@@ -10,7 +10,7 @@ session :data:`DEFAULT_MEMORY_SESSION` (``"memories"``).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -150,37 +150,88 @@ class Memories:
         *,
         limit: int = 10,
         offset: int = 0,
+        order_by: str = "relevance",
+        order: str = "desc",
         start_date: Any = None,
         end_date: Any = None,
         filters: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        graph_id: str | None = None,
+        task_id: str | None = None,
         similarity_threshold: float | None = None,
         use_embedding: bool = True,
+        include_embedding: bool = False,
         namespace: str | None = None,
     ) -> pd.DataFrame:
-        """Memories matching ``text``, best first.
+        """Memories matching ``text``: the Astreus ``searchMemories`` and its options.
 
-        Semantic by default: ranked by cosine similarity to ``text`` (only memories
-        whose vector is written are ranked; ``flush`` waits for pending ones),
-        optionally cut at ``similarity_threshold``.  ``use_embedding=False`` is a
-        case-insensitive substring match instead, newest first.  ``offset`` pages.
+        Semantic by default: the memories whose cosine similarity to ``text`` reaches
+        ``similarity_threshold`` (None: ``Settings.similarity_threshold``, 0.7 as the
+        Astreus API documents; 0 keeps every embedded memory), ``similarity`` clamped to
+        [0, 1] as that API defines it.  Only memories whose vector is written are
+        ranked (``flush`` waits for pending ones).  ``order_by`` is ``relevance``
+        (best first; ``order="asc"`` turns it round), ``created_at`` or ``updated_at``
+        (the matches by time), ``order`` ``desc`` (default) or ``asc``; ``limit``
+        and ``offset`` page (:meth:`pages` iterates over pages).  ``session_id``,
+        ``graph_id`` and ``task_id`` narrow the scope as ``filters`` does.
+        ``use_embedding=False`` is a case-insensitive substring match instead, newest
+        first unless ``order_by`` says.  ``include_embedding=True`` adds each
+        memory's ``embedding`` (its vector, or its first passage's for a long one).
+
+        An empty result under the threshold says why in ``frame.attrs``:
+        ``near_misses`` (memories within 0.1 below it) and ``best_similarity``.
         """
         text = check_text(text, "text")
         limit = check_limit(limit, "limit")
         offset = check_limit(offset, "offset")
-        if not isinstance(use_embedding, bool):
-            raise InvalidInput(f"use_embedding must be True or False, got {shown(use_embedding)}")
+        by = _order(order_by, order, query=True)
+        for name, flag in (
+            ("use_embedding", use_embedding),
+            ("include_embedding", include_embedding),
+        ):
+            if not isinstance(flag, bool):
+                raise InvalidInput(f"{name} must be True or False, got {shown(flag)}")
+        filters = _with_scope(filters, session_id=session_id, graph_id=graph_id, task_id=task_id)
         ns, where = self._scope(filters, namespace)
         since, until = date_range(start_date, end_date, ("start_date", "end_date"))
         if not use_embedding:
             frame = self.core.store.events.containing(
                 text, namespace=ns, filters=where, since=since, until=until, limit=limit,
-                offset=offset,
+                offset=offset, order=by or "created_at DESC, id",
             )  # fmt: skip
-            return _memory_frame(frame)
-        threshold = None
-        if similarity_threshold is not None:
-            threshold = check_unit_interval(similarity_threshold, "similarity_threshold", low=-1)
-        return self._ranked(text, ns, where, since, until, limit, offset, threshold, "cosine")
+            return self._finished(_memory_frame(frame), include_embedding)
+        if similarity_threshold is None:
+            similarity_threshold = self.core.settings.similarity_threshold
+        threshold = check_unit_interval(similarity_threshold, "similarity_threshold")
+        frame = self._ranked(
+            text, ns, where, since, until, limit, offset, threshold, "cosine", order=by,
+            ascending=order.lower() == "asc" and by is None,
+        )  # fmt: skip
+        return self._finished(frame, include_embedding)
+
+    def pages(
+        self, text: str | None = None, *, page_size: int = 100, **options: Any
+    ) -> Iterator[pd.DataFrame]:
+        """The Astreus ``pageSize``: :meth:`search` (with ``text``) or :meth:`list`
+        (without) one page of ``page_size`` rows at a time, until a page comes back
+        short; ``options`` are theirs (``limit`` caps the rows over all pages)."""
+        size = check_limit(page_size, "page_size", allow_zero=False)
+        if "offset" in options:
+            raise InvalidInput("pages() starts at the first row; leave out offset")
+        cap = options.pop("limit", None)
+        cap = None if cap is None else check_limit(cap, "limit")
+        offset = 0
+        while cap is None or offset < cap:
+            take = size if cap is None else min(size, cap - offset)
+            if text is None:
+                page = self.list(limit=take, offset=offset, **options)
+            else:
+                page = self.search(text, limit=take, offset=offset, **options)
+            if len(page):
+                yield page
+            if len(page) < take:
+                return
+            offset += take
 
     def search_by_similarity(
         self,
@@ -210,7 +261,8 @@ class Memories:
         limit = check_limit(limit, "limit")
         ns, where = self._scope(filters, namespace)
         since, until = date_range(start_date, end_date, ("start_date", "end_date"))
-        return self._ranked(query, ns, where, since, until, limit, 0, threshold, metric)
+        frame = self._ranked(query, ns, where, since, until, limit, 0, threshold, metric)
+        return self._finished(frame, False)
 
     def list(
         self,
@@ -222,28 +274,34 @@ class Memories:
         start_date: Any = None,
         end_date: Any = None,
         filters: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        graph_id: str | None = None,
+        task_id: str | None = None,
+        include_embedding: bool = False,
         namespace: str | None = None,
     ) -> pd.DataFrame:
         """Memories of the scope, ordered by ``created_at``, ``updated_at`` or ``relevance``.
 
         Without a query, ``relevance`` orders by importance (then time).  ``order`` is
-        ``"desc"`` (default) or ``"asc"``; ``limit`` (100) and ``offset`` page.
+        ``"desc"`` (default) or ``"asc"``; ``limit`` (100) and ``offset`` page
+        (:meth:`pages` iterates).  ``session_id``, ``graph_id``, ``task_id`` narrow
+        the scope; ``include_embedding=True`` adds each memory's ``embedding``.
         """
         limit = check_limit(limit, "limit")
         offset = check_limit(offset, "offset")
-        if not isinstance(order_by, str) or order_by not in _ORDER_BY:
+        _order(order_by, order, query=False)
+        if not isinstance(include_embedding, bool):
             raise InvalidInput(
-                f"order_by must be created_at, updated_at or relevance, got {shown(order_by)}"
+                f"include_embedding must be True or False, got {shown(include_embedding)}"
             )
-        if not isinstance(order, str) or order.lower() not in ("asc", "desc"):
-            raise InvalidInput(f"order must be 'asc' or 'desc', got {shown(order)}")
+        filters = _with_scope(filters, session_id=session_id, graph_id=graph_id, task_id=task_id)
         ns, where = self._scope(filters, namespace)
         since, until = date_range(start_date, end_date, ("start_date", "end_date"))
         frame = self.core.store.events.frame(
             namespace=ns, filters=where, since=since, until=until,
             order=_ORDER_BY[order_by].format(o=order.upper()), limit=limit, offset=offset,
         )  # fmt: skip
-        return _memory_frame(frame)
+        return self._finished(_memory_frame(frame), include_embedding)
 
     # -- changing ------------------------------------------------------------------------
     def update(
@@ -273,13 +331,27 @@ class Memories:
                 tx.audit("delete_memory", deleted, ns)
         return bool(deleted)
 
-    def clear(self, filters: dict[str, Any] | None = None, *, namespace: str | None = None) -> int:
+    def clear(
+        self,
+        filters: dict[str, Any] | None = None,
+        *,
+        sync_with_context: bool = True,
+        namespace: str | None = None,
+    ) -> int:
         """Delete every memory of the scope (all of the namespace without ``filters``).
 
         Conversation messages are never touched.  Returns how many were deleted.
+        ``sync_with_context`` (True, as in the Astreus API) also drops them from the
+        working memory of their sessions, so the next context no longer holds them;
+        False leaves those sessions' working memory as it is until it reloads.
         """
+        if not isinstance(sync_with_context, bool):
+            raise InvalidInput(
+                f"sync_with_context must be True or False, got {shown(sync_with_context)}"
+            )
         ns, where = self._scope(filters, namespace)
         with self.core.writer.transaction() as tx:
+            tx.change.keep_context = not sync_with_context
             ids = tx.events.delete(namespace=ns, filters=where)
             if ids:
                 details = {k: v for k, v in where.items() if k != "kind"}
@@ -372,15 +444,43 @@ class Memories:
         offset: int,
         threshold: float | None,
         metric: str,
+        *,
+        order: str | None = None,
+        ascending: bool = False,
     ) -> pd.DataFrame:
-        """Exact top-k of the scope by cosine (or distance score), in SQL."""
-        frame = self.core.store.vectors.similar(
-            self.core.retriever.embed_query(query), self.core.model, limit=limit,
-            namespace=namespace, threshold=threshold, filters=where, since=since, until=until,
-            offset=offset, rank_by="similarity" if metric == "cosine" else "distance_score",
-        )  # fmt: skip
+        """Exact top-k of the scope by cosine (or distance score), in SQL; ``order``
+        pages the matches by time instead (an ORDER BY of the store's whitelist)."""
+        vector = self.core.retriever.embed_query(query)
+        rank_by = "similarity" if metric == "cosine" else "distance_score"
+
+        def similar(limit: int, offset: int, threshold: float | None) -> pd.DataFrame:
+            return self.core.store.vectors.similar(
+                vector, self.core.model, limit=limit, namespace=namespace, threshold=threshold,
+                filters=where, since=since, until=until, offset=offset, rank_by=rank_by,
+                order=order, descending=not ascending,
+            )  # fmt: skip
+
+        frame = similar(limit, offset, threshold)
         frame = _memory_frame(frame, extra=["similarity", "distance_score"])
+        frame["similarity"] = frame["similarity"].clip(0.0, 1.0)  # 004: similarity in [0, 1]
         frame.attrs.update(query=query, threshold=threshold, metric=metric)
+        if frame.empty and threshold is not None and offset == 0:
+            below = similar(_COUNT_CAP, 0, max(threshold - NEAR_MISS, 0.0))
+            ascending = False  # (the best one)
+            best = similar(1, 0, None)
+            frame.attrs["near_misses"] = len(below)
+            frame.attrs["best_similarity"] = (
+                None if best.empty else float(min(max(best[rank_by].iloc[0], 0.0), 1.0))
+            )
+        return frame.reset_index(drop=True)
+
+    def _finished(self, frame: pd.DataFrame, include_embedding: bool) -> pd.DataFrame:
+        """The Astreus columns every result carries: ``agent_id`` (the namespace, where an
+        agent's memories live) and, on request, ``embedding``."""
+        frame.insert(1, "agent_id", frame["namespace"])
+        if include_embedding:
+            vectors = self.core.store.vectors.first_vectors(self.core.model, list(frame["id"]))
+            frame["embedding"] = [vectors.get(i) for i in frame["id"]]
         return frame
 
 
@@ -398,3 +498,39 @@ def _scope_value(key: str, value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)) and value:
         return [check_name(v, key) for v in value]
     raise InvalidInput(f"filter {key!r} takes a string or a list of strings, got {shown(value)}")
+
+
+#: How far below the threshold a memory counts as a near miss of an empty search.
+NEAR_MISS = 0.1
+#: At most this many near misses are counted.
+_COUNT_CAP = 10_000
+_QUERY_ORDERS = ("relevance", "created_at", "createdAt", "updated_at", "updatedAt")
+
+
+def _order(order_by: Any, order: Any, *, query: bool) -> str | None:
+    """The ORDER BY of ``order_by``/``order`` (None: by relevance to the query)."""
+    if not isinstance(order_by, str) or order_by not in _ORDER_BY:
+        raise InvalidInput(
+            f"order_by must be created_at, updated_at or relevance, got {shown(order_by)}"
+        )
+    if not isinstance(order, str) or order.lower() not in ("asc", "desc"):
+        raise InvalidInput(f"order must be 'asc' or 'desc', got {shown(order)}")
+    if query and order_by == "relevance":
+        return None
+    return _ORDER_BY[order_by].format(o=order.upper())
+
+
+def _with_scope(filters: dict[str, Any] | None, **scope: str | None) -> dict[str, Any] | None:
+    """``filters`` with the scope given as arguments (``session_id=`` ...) added."""
+    given = {k: v for k, v in scope.items() if v is not None}
+    if not given:
+        return filters
+    if filters is not None and not isinstance(filters, Mapping):
+        return filters  # (refused with its message by _scope)
+    merged = dict(filters or {})
+    for key, value in given.items():
+        spelled = {key, *(a for a, k in _ALIASES.items() if k == key)}
+        if spelled & set(merged):
+            raise InvalidInput(f"{key} given twice: as an argument and in filters")
+        merged[key] = value
+    return merged

@@ -64,7 +64,8 @@ class WorkingMemory:
                 self._appended({k: v for k, v in record.items() if k != "seq"})
         elif change.added:
             self.invalidate({(r["namespace"], r["session_id"]) for r in change.added})
-        changed = change.deleted + change.updated + [row[0] for row in change.retexted]
+        deleted = [] if change.keep_context else change.deleted
+        changed = deleted + change.updated + [row[0] for row in change.retexted]
         if changed:
             self.forget_ids(changed)
 

@@ -60,6 +60,9 @@ class Change:
     unknown: bool = False
     #: Secrets redacted from the written text, per namespace (for the audit row).
     redacted: dict[str | None, int] = field(default_factory=dict)
+    #: The deleted rows stay in the working memory of the sessions that hold them
+    #: (the Astreus ``clearMemories({syncWithContext: false})``).
+    keep_context: bool = False
 
     def __bool__(self) -> bool:
         return any(

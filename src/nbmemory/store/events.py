@@ -187,16 +187,19 @@ class EventsTable(TableObject):
         until: Any,
         limit: int,
         offset: int,
+        order: str = "created_at DESC, id",
     ) -> pd.DataFrame:
-        """Events whose content contains ``text`` (case-insensitive), newest first."""
+        """Events whose content contains ``text`` (case-insensitive), newest first (or
+        in ``order``: ``created_at`` or ``updated_at``, ``ASC`` or ``DESC``, then id)."""
+        if order not in ORDERINGS:
+            raise ValueError(order)
         clauses, params = where_clause(
             namespace=namespace, filters=filters, since=since, until=until
         )
         clauses.append("content ILIKE ? ESCAPE '\\'")
         params.append("%" + _escape_like(text) + "%")
         frame: pd.DataFrame = self.store.run(
-            f"SELECT {_READ} FROM events{where(clauses)}"
-            " ORDER BY created_at DESC, id LIMIT ? OFFSET ?",
+            f"SELECT {_READ} FROM events{where(clauses)} ORDER BY {order} LIMIT ? OFFSET ?",
             [*params, int(limit), int(offset)],
             "df",
         )

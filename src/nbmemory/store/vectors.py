@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .changes import Change, Vectors
-from .clauses import where, where_clause
+from .clauses import ORDERINGS, where, where_clause
 from .schema import EVENT_VECTORS, READ_COLUMNS
 from .table import TableObject
 
@@ -159,6 +159,16 @@ class EventVectors(TableObject):
         )
         return table
 
+    def first_vectors(self, model: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        """event id -> its vector of ``model``: the whole text's, or its first passage's."""
+        rows = self.store.run(
+            "SELECT id, embedding FROM event_vectors WHERE model = ?"
+            " AND id IN (SELECT unnest(?::VARCHAR[]))"
+            " QUALIFY row_number() OVER (PARTITION BY id ORDER BY coalesce(passage, 0)) = 1",
+            [model, list(ids)],
+        )
+        return {str(r[0]): [float(x) for x in r[1]] for r in rows}
+
     def rows_of(self, model: str, ids: Sequence[str]) -> pa.Table:
         """(key, namespace, embedding) of ``model``'s vector rows with these keys."""
         table: pa.Table = self.store.run(
@@ -241,6 +251,8 @@ class EventVectors(TableObject):
         exclude_ids: Iterable[str] = (),
         offset: int = 0,
         rank_by: str = "similarity",
+        order: str | None = None,
+        descending: bool = True,
     ) -> pd.DataFrame:
         """Exact top-``limit`` by cosine similarity in SQL (``list_cosine_similarity``).
 
@@ -248,8 +260,12 @@ class EventVectors(TableObject):
         event by its best passage.
         Rows carry ``similarity`` and ``distance_score`` = 1 / (1 + euclidean
         distance); ``rank_by`` picks which one ranks and meets ``threshold``
-        (``>=``, or ``>`` when ``strict``).  Ties: newest first, then id.
+        (``>=``, or ``>`` when ``strict``).  Ties: newest first, then id.  ``order``
+        (an ORDER BY of :data:`~.clauses.ORDERINGS`) pages the matches by time instead; ``descending=False`` puts the weakest
+        match first.
         """
+        if order is not None and order not in ORDERINGS:
+            raise ValueError(order)
         if rank_by not in ("similarity", "distance_score"):
             raise ValueError(rank_by)
         clauses, params = where_clause(
@@ -272,7 +288,10 @@ class EventVectors(TableObject):
         if threshold is not None:
             sql += f" AND {rank_by} {'>' if strict else '>='} ?"
             params.append(float(threshold))
-        sql += f"{best} ORDER BY {rank_by} DESC, created_at DESC, id LIMIT ? OFFSET ?"
+        by = order or (
+            f"{rank_by} DESC, created_at DESC, id" if descending else f"{rank_by}, created_at, id"
+        )
+        sql += f"{best} ORDER BY {by} LIMIT ? OFFSET ?"
         params += [int(limit), int(offset)]
         frame: pd.DataFrame = self.store.run(sql, params, "df")
         return frame
