@@ -18,7 +18,7 @@ def test_set_fact_upserts_and_keeps_history(mem):
     again = mem.set_fact("user", "language", "TypeScript", source="agent")
     assert again["status"] == "unchanged"
     assert mem.fact_history().empty
-    changed = mem.set_fact("user", "language", "Rust")
+    changed = mem.set_fact("user", "language", "Rust", source="agent")
     assert changed["status"] == "updated"
     assert changed["id"] == first["id"]
     facts = mem.facts()
@@ -188,6 +188,16 @@ def test_deleted_events_drop_confidence_to_zero(mem):
     assert mem.macros("a")["confidence"].tolist() == [0.0]
 
 
+def test_a_fact_whose_caller_does_not_say_has_source_empty(mem):
+    """000: facts' "source | TEXT | \"\" | Quem armazenou: \"agent\" ou \"user\""."""
+    mem.facts.set("user", "editor", "vim")
+    assert mem.facts.get("user", "editor")["source"] == ""
+    mem.facts.set("user", "editor", "helix", source="user")
+    assert mem.facts.get("user", "editor")["source"] == "user"
+    with pytest.raises(InvalidInput, match="source must be"):
+        mem.facts.set("user", "editor", "vim", source="someone")
+
+
 def test_hand_written_macro_with_args_pattern(mem):
     macro_id = mem.add_macro("git_diff", "run_tests", {"fast": True}, trigger_args_pattern="*.py*")
     assert mem.suggest_next_tool("git_diff", {"file": "a.md"}) is None
@@ -196,11 +206,15 @@ def test_hand_written_macro_with_args_pattern(mem):
         "macro_id": macro_id,
         "next_tool": "run_tests",
         "next_args": {"fast": True},
-        "confidence": 1.0,
+        "confidence": 0.0,  # 000: "confidence | REAL | 0.0"
         "used_count": 0,
     }
+    for _ in range(10):  # ... and grows with use
+        mem.record_macro_use(macro_id)
+    grown = mem.macros("git_diff")["confidence"].tolist()
+    assert grown == [pytest.approx(1 - 0.9**10)]
     mem.learn_macros()  # never touches hand-written macros
-    assert mem.macros("git_diff")["confidence"].tolist() == [1.0]
+    assert mem.macros("git_diff")["confidence"].tolist() == grown
     assert mem.delete_macro(macro_id) is True
     assert mem.delete_macro(macro_id) is False
     with pytest.raises(InvalidInput):

@@ -235,3 +235,40 @@ def test_task_methods_with_unknown_ids_and_bad_clocks(mem):
         mem.run_due(print, now=12)
     with pytest.raises(InvalidInput, match="task_id"):
         mem.delete_task(7)
+
+
+def test_untrusted_tasks_ask_the_approver_and_trusted_ones_do_not(mem):
+    """000: scheduled_tasks "is_trusted | INTEGER | 0 | Tarefas trusted ignoram aprovação
+    do terminal"; "is_oneshot ... Disparar uma vez e depois auto-excluir"."""
+    trusted = mem.tasks.schedule(
+        "backup", "every day at 3am", "back up", trusted=True, now="2030-01-01"
+    )
+    untrusted = mem.tasks.schedule("deploy", "every day at 3am", "deploy prod", now="2030-01-01")
+    once = mem.tasks.schedule("ping", "in 1 hour", "ping", now="2030-01-01 00:00", source="config")
+    asked: list[str] = []
+
+    def deny_deploys(task):
+        asked.append(task["name"])
+        return task["name"] != "deploy"
+
+    fired = mem.tasks.run_due(lambda t: t["prompt"], now="2030-01-02", approve=deny_deploys)
+    by_name = {f["name"]: f for f in fired}
+    assert sorted(asked) == ["deploy", "ping"]  # never the trusted one
+    assert by_name["backup"]["approved"] is True and by_name["backup"]["result"] == "back up"
+    assert by_name["deploy"]["approved"] is False and by_name["deploy"]["result"] is None
+    assert by_name["ping"]["approved"] is True and by_name["ping"]["result"] == "ping"
+    denied = mem.audit.log(action="deny_task")
+    assert list(denied["target_ids"].iloc[0]) == [untrusted["id"]]
+    remaining = set(mem.tasks.list()["id"])
+    assert once["id"] not in remaining  # a one-shot goes after firing
+    assert {trusted["id"], untrusted["id"]} <= remaining  # recurring ones move on
+    assert mem.tasks.run_due(lambda t: 1, now="2030-01-02", approve=deny_deploys) == []
+
+    def broken(task):
+        raise RuntimeError("no terminal")
+
+    later = mem.tasks.run_due(lambda t: 1, now="2030-01-03 04:00", approve=broken)
+    assert {f["name"]: f["approved"] for f in later} == {"backup": True, "deploy": False}
+    assert "RuntimeError" in mem.audit.log(action="deny_task")["details"].iloc[0]
+    with pytest.raises(InvalidInput, match="approve"):
+        mem.tasks.run_due(lambda t: 1, approve="yes")

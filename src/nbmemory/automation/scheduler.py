@@ -142,6 +142,7 @@ class Scheduler:
         callback: Callable[[dict[str, Any]], Any],
         now: Any = None,
         *,
+        approve: Callable[[dict[str, Any]], bool] | None = None,
         namespace: str | None = None,
     ) -> list[dict[str, Any]]:
         """Fire every due task once: ``callback(task)`` per task; returns what happened.
@@ -150,9 +151,18 @@ class Scheduler:
         the next cron time after ``now``, or a one-shot row is deleted), so calling
         this twice for the same due time fires nothing the second time.  A callback
         that raises does not stop the others; its error is in the result's ``error``.
+
+        ``approve(task) -> bool`` gates the tasks that are not trusted (the Rust
+        agent's "trusted tasks skip approval"): asked after the claim, a False (or an
+        approver that raises) skips this run, audited as ``deny_task``, with
+        ``approved`` False in the result; trusted tasks run without asking
+        (``approved`` True).  Without an approver every due task runs (``approved``
+        None).
         """
         if not callable(callback):
             raise InvalidInput(f"callback must be callable, got {type(callback).__name__}")
+        if approve is not None and not callable(approve):
+            raise InvalidInput(f"approve must be callable or None, got {type(approve).__name__}")
         ns = self.core.ns(namespace)
         now = _now(now)
         fired: list[dict[str, Any]] = []
@@ -165,16 +175,39 @@ class Scheduler:
                     tx.audit("run_task", [task["id"]], ns, {"due_at": due_at.isoformat()})
             if not claimed:
                 continue  # fired by another caller meanwhile
-            fired.append(_fire(callback, {**task, "due_at": due_at, "fired_at": now}))
+            run = {**task, "due_at": due_at, "fired_at": now}
+            approved = self._approved(approve, run, ns)
+            if approved is False:
+                fired.append({**_outcome(run), "approved": False})
+                continue
+            fired.append({**_fire(callback, run), "approved": approved})
         return fired
+
+    def _approved(
+        self, approve: Callable[[dict[str, Any]], bool] | None, task: dict[str, Any], ns: str
+    ) -> bool | None:
+        """True (trusted, or approved), False (denied: audited) or None (no approver)."""
+        if task["is_trusted"]:
+            return True
+        if approve is None:
+            return None
+        try:
+            verdict = approve(dict(task)) is True
+            reason = None if verdict else "not approved"
+        except Exception as exc:
+            verdict, reason = False, f"the approver raised {type(exc).__name__}: {exc}"
+        if not verdict:
+            with self.core.writer.transaction() as tx:
+                tx.audit("deny_task", [task["id"]], ns, {"reason": reason})
+        return verdict
 
     def list(self, *, namespace: str | None = None) -> pd.DataFrame:
         """Every task of the namespace, next to run first."""
         return self.core.store.tasks.frame(self.core.ns(namespace))
 
 
-def _fire(callback: Callable[[dict[str, Any]], Any], task: dict[str, Any]) -> dict[str, Any]:
-    outcome: dict[str, Any] = {
+def _outcome(task: dict[str, Any]) -> dict[str, Any]:
+    return {
         "id": task["id"],
         "name": task["name"],
         "prompt": task["prompt"],
@@ -184,6 +217,10 @@ def _fire(callback: Callable[[dict[str, Any]], Any], task: dict[str, Any]) -> di
         "result": None,
         "error": None,
     }
+
+
+def _fire(callback: Callable[[dict[str, Any]], Any], task: dict[str, Any]) -> dict[str, Any]:
+    outcome = _outcome(task)
     try:
         outcome["result"] = callback(task)
     except Exception as exc:

@@ -51,6 +51,11 @@ def _args_text(args: Any, limits: JsonLimits, name: str = "args") -> str:
     return dump_json(args, name, limits, sort_keys=True)
 
 
+#: How far one use moves a hand-written macro's confidence towards 1 (after n uses:
+#: 1 - 0.9 ** n from 0.0; ten uses make 0.65).
+USE_GROWTH = 0.1
+
+
 class Macros:
     """Learning, listing, suggesting and counting macros (``mem.macros``)."""
 
@@ -106,13 +111,15 @@ class Macros:
         next_args: Any = None,
         *,
         trigger_args_pattern: str | None = None,
-        confidence: float = 1.0,
+        confidence: float = 0.0,
         namespace: str | None = None,
     ) -> int:
-        """Write a macro by hand (kept as given, never relearnt); returns its id.
+        """Write a macro by hand (never relearnt); returns its id.
 
         ``trigger_args_pattern`` is an fnmatch pattern (``"*.py*"``) the trigger's
-        arguments (as text) must match for the macro to be suggested.
+        arguments (as text) must match for the macro to be suggested.  Its
+        ``confidence`` starts at 0.0, as in the Rust agent's macros table, and grows
+        with use: each :meth:`record_use` moves it :data:`USE_GROWTH` of the way to 1.
         """
         ns = self.core.ns(namespace)
         trigger_tool = check_name(trigger_tool, "trigger_tool")
@@ -162,11 +169,13 @@ class Macros:
         return None
 
     def record_use(self, macro_id: int, *, namespace: str | None = None) -> int:
-        """Count one use of a suggested macro; returns the new ``used_count``."""
+        """Count one use of a suggested macro; returns the new ``used_count``.  A
+        hand-written macro's confidence grows with it (a learnt one's stays what
+        learning observed)."""
         macro_id = check_limit(macro_id, "macro_id", allow_zero=False)
         ns = self.core.ns(namespace)
         with self.core.writer.transaction() as tx:
-            used = tx.macros.use(macro_id, ns, utcnow())
+            used = tx.macros.use(macro_id, ns, utcnow(), USE_GROWTH)
             if used is None:
                 raise MacroNotFound(macro_id, ns)
             tx.audit("use_macro", [str(macro_id)], ns)

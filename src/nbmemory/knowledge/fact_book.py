@@ -27,7 +27,7 @@ from ..validation import (
 )
 
 #: Who may have stored a fact.
-FACT_SOURCES = ("agent", "user", "consolidation")
+FACT_SOURCES = ("", "agent", "user", "consolidation")
 
 
 def fact_text(category: str, key: str, value: str) -> str:
@@ -43,7 +43,10 @@ def check_fact(category: Any, key: Any, value: Any, source: Any) -> tuple[str, s
         value = str(value)
     value = check_text(value, "value", max_bytes=100_000)
     if source not in FACT_SOURCES:
-        raise InvalidInput(f"source must be one of {', '.join(FACT_SOURCES)}, got {shown(source)}")
+        raise InvalidInput(
+            f"source must be '' (not said) or one of {', '.join(FACT_SOURCES[1:])}, got "
+            f"{shown(source)}"
+        )
     return category, key, value, source
 
 
@@ -59,12 +62,13 @@ class Facts:
         key: str,
         value: str,
         *,
-        source: str = "agent",
+        source: str = "",
         namespace: str | None = None,
     ) -> dict[str, Any]:
         """Store ``value`` under ``(category, key)``; a different old value goes to history.
 
-        ``source`` says who knows it: ``"agent"``, ``"user"`` or ``"consolidation"``.
+        ``source`` says who knows it: ``"agent"``, ``"user"`` or ``"consolidation"``;
+        ``""`` (the default, as in the Rust agent's facts table) when the caller does not say.
         Returns the fact as a dict with ``status`` created / updated / unchanged.
         """
         category, key, value, source = check_fact(category, key, value, source)

@@ -93,10 +93,13 @@ class MacrosTable(TableObject):
     def candidates(
         self, namespace: str, trigger_tool: str, min_confidence: float
     ) -> list[dict[str, Any]]:
-        """Macros for a trigger, most confident (then most used, newest) first."""
+        """Macros for a trigger, most confident (then most used, newest) first: learnt
+        ones still observed (confidence above 0) and every hand-written one (whose
+        confidence starts at 0 and grows with use)."""
         rows: list[dict[str, Any]] = self.store.run(
             f"SELECT {', '.join(MACRO_COLUMNS)} FROM macros WHERE namespace = ?"
-            " AND trigger_tool = ? AND confidence > 0 AND confidence >= ?"
+            " AND trigger_tool = ? AND (confidence > 0 OR trigger_args_pattern IS NOT NULL)"
+            " AND confidence >= ?"
             " ORDER BY confidence DESC, used_count DESC, updated_at DESC, id",
             [namespace, trigger_tool, min_confidence],
             "records",
@@ -140,13 +143,17 @@ class MacrosTable(TableObject):
             [macro_id],
         )
 
-    def use(self, macro_id: int, namespace: str, now: dt.datetime) -> int | None:
-        """Count one use; returns the new ``used_count`` (None: no such macro)."""
+    def use(self, macro_id: int, namespace: str, now: dt.datetime, growth: float) -> int | None:
+        """Count one use; a hand-written macro's confidence moves ``growth`` of the way
+        to 1 (a learnt one's is what learning observed).  Returns the new
+        ``used_count`` (None: no such macro)."""
         self._write()
         rows = self.store.statements.update(
             "macros",
-            "used_count = used_count + 1, updated_at = ?",
-            [now],
+            "used_count = used_count + 1, updated_at = ?, confidence = CASE WHEN"
+            " trigger_args_pattern IS NULL THEN confidence"
+            " ELSE confidence + (1.0 - confidence) * ? END",
+            [now, float(growth)],
             "id = ? AND namespace = ?",
             [macro_id, namespace],
             returning=("used_count",),
