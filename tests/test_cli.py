@@ -43,7 +43,9 @@ def test_state_list(capsys, store: str) -> None:
     code, out, _ = run(capsys, "state", "list", "--store", store, "--embedder", "hash")
     assert code == 0
     assert "sess_abc123" in out and "sess_old" in out and "expired" in out
-    assert "notes" not in out  # untracked sessions only on request
+    assert "notes" in out  # sessions that hold events, as mem.sessions() lists them
+    _, out, _ = run(capsys, "state", "list", "--store", store, "--tracked-only")
+    assert "sess_abc123" in out and "notes" not in out
     code, out, _ = run(
         capsys,
         *("state", "list", "--store", store, "--embedder", "hash"),
@@ -131,6 +133,31 @@ def test_health(capsys, store: str, tmp_path: Path) -> None:
     assert "0 pending" in out
     code, out, _ = run(capsys, "health", "--store", str(tmp_path / "missing.duckdb"))
     assert code == 1 and "store      FAIL  no store at" in out
+
+
+def test_health_of_one_component_and_verbose(capsys, store: str) -> None:
+    """003: ``vectora health check --component mongodb --verbose``."""
+    code, out, _ = run(capsys, "health", "--store", store, "--embedder", "hash",
+                       "--component", "store", "--verbose")  # fmt: skip
+    assert code == 0 and out.startswith("store      ok")
+    assert "model" not in out and "backend: file" in out and "size on disk:" in out
+    code, out, _ = run(capsys, "health", "--store", store, "--embedder", "hash",
+                       "--component", "embedder", "--verbose")  # fmt: skip
+    assert code == 0 and "store" not in out.split("\n")[0]
+    assert "model      ok" in out and "embeddings ok" in out and "batch_tokens:" not in out
+    code, out, _ = run(capsys, "health", "--store", store, "--embedder", "hash",
+                       "--component", "lake")  # fmt: skip
+    assert code == 1 and "is a store file, not a lake" in out
+
+
+def test_state_export_is_audited_like_the_api(capsys, store: str, tmp_path: Path) -> None:
+    backup = tmp_path / "backup.json"
+    code, _, _ = run(capsys, "state", "export", "--namespace", "auth-service",
+                     "--output", str(backup), "--store", store)  # fmt: skip
+    assert code == 0
+    with Memory(store, embedder="hash", upkeep=False) as mem:
+        log = mem.audit.log(action="export")
+        assert list(log["actor"]) == ["cli"] and str(backup) in log["details"].iloc[0]
 
 
 def test_usage_errors_exit_2(capsys) -> None:

@@ -256,7 +256,7 @@ def test_the_other_commands_take_a_lake_url_as_store(
     )
     assert code == 0 and "s" in out.split()
     code, out, _ = _run(capsys, "health", "--store", lake_url, "--embedder", "hash")
-    assert code == 0 and "2 events" in out
+    assert code == 0 and "2 events" in out and "lake       ok    snapshot" in out
 
 
 def test_compact_writes_inlined_rows_to_parquet_and_keeps_them(

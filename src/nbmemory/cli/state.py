@@ -119,7 +119,7 @@ def cmd_state_list(args: argparse.Namespace) -> int:
             args.namespace,
             user_id=args.user,
             all_namespaces=args.namespace is None,
-            include_untracked=args.with_untracked,
+            include_untracked=not args.tracked_only,
         )
     if args.json:
         records = frame.drop(columns=["state"]).astype(object).where(frame.notna(), None)
@@ -184,8 +184,8 @@ def cmd_state_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_state_export(args: argparse.Namespace) -> int:
-    """Export a session or a namespace to a JSON file."""
-    with _open(args, read_only=True) as mem:
+    """Export a session or a namespace to a JSON file (audited, as the API's export is)."""
+    with _open(args) as mem:
         summary = mem.transfer.export_json(
             args.output,
             session_id=args.session_id,
@@ -324,46 +324,88 @@ def cmd_memory_reembed(args: argparse.Namespace) -> int:
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    """Check that the store opens, the model loads, and how many embeddings are pending.
+    """Check that the store opens, the model loads, and how many embeddings are pending
+    (``--component store|embedder|lake`` checks one; ``--verbose`` says more).
 
     Without a model nothing waits for fastembed's retries: its cache is looked at
     and the hub gets one quick check, so the answer comes in about a second.
     """
-    healthy = True
-    lines: list[tuple[str, str, str]] = []
+    wanted = args.component
+    lines: list[tuple[str, str, str, list[str]]] = []
     with contextlib.ExitStack() as stack:
         try:
             mem = stack.enter_context(_open(args, read_only=True))
             status = mem.status()
         except NbMemoryError as exc:
-            healthy = False
-            lines.append(("store", "FAIL", in_cli_words(exc, args)))
+            lines.append(("store", "FAIL", in_cli_words(exc, args), []))
         else:
-            namespaces = status["counts"]["namespace"].nunique() if status["events"] else 0
-            lines.append(
-                (
-                    "store",
-                    "ok",
-                    f"{mem.store.path} (schema {status['schema_version']}, {status['events']} "
-                    f"events in {namespaces} namespace(s))",
-                )
-            )
-            try:
-                vectors = mem.core.embedder.embed(["nbmemory health check"])
-                lines.append(("model", "ok", f"{mem.model_name} ({vectors.shape[1]}-d)"))
-            except Exception as exc:  # a diagnosis: whatever the model raises is reported
-                healthy = False
-                lines.append(("model", "FAIL", " ".join(_in_cli_words(exc).split())))
-            detail = (
-                f"{status['embedded']} embedded, {status['pending']} pending (backlog), "
-                f"{status['failed']} failed"
-            )
-            if status["failed"]:
-                detail += f"; try them again with {RETRY_FAILED}"
-            lines.append(("embeddings", "WARN" if status["failed"] else "ok", detail))
-    for component, state, detail in lines:
+            if wanted in (None, "store"):
+                lines.append(_store_health(mem, status))
+            if wanted in (None, "embedder"):
+                lines += _embedder_health(mem, status)
+            if wanted == "lake" or (wanted is None and mem.store.backend == "lake"):
+                lines.append(_lake_health(mem, args))
+    healthy = all(state != "FAIL" for _, state, _, _ in lines)
+    for component, state, detail, more in lines:
         print(f"{component:<11}{state:<6}{detail}")
+        if args.verbose:
+            for line in more:
+                print(f"{'':<17}{line}")
     return 0 if healthy else 1
+
+
+def _store_health(mem: Memory, status: dict[str, Any]) -> tuple[str, str, str, list[str]]:
+    namespaces = status["counts"]["namespace"].nunique() if status["events"] else 0
+    detail = (
+        f"{mem.store.path} (schema {status['schema_version']}, {status['events']} "
+        f"events in {namespaces} namespace(s))"
+    )
+    more = [f"backend: {mem.store.backend}", f"configuration file: {mem.config_file or 'none'}"]
+    if mem.store.backend == "file" and mem.store.path != ":memory:":
+        size = Path(mem.store.path).expanduser().stat().st_size
+        more.append(f"size on disk: {size:,} bytes")
+    return ("store", "ok", detail, more)
+
+
+def _embedder_health(mem: Memory, status: dict[str, Any]) -> list[tuple[str, str, str, list[str]]]:
+    lines: list[tuple[str, str, str, list[str]]] = []
+    try:
+        vectors = mem.core.embedder.embed(["nbmemory health check"])
+        footprint = mem.status()["embedder"]
+        more = [f"{key}: {value}" for key, value in footprint.items()]
+        lines.append(("model", "ok", f"{mem.model_name} ({vectors.shape[1]}-d)", more))
+    except Exception as exc:  # a diagnosis: whatever the model raises is reported
+        lines.append(("model", "FAIL", " ".join(_in_cli_words(exc).split()), []))
+    detail = (
+        f"{status['embedded']} embedded, {status['pending']} pending (backlog), "
+        f"{status['failed']} failed"
+    )
+    if status["failed"]:
+        detail += f"; try them again with {RETRY_FAILED}"
+    more = [f"events without text (never embedded): {status.get('without_text', 0)}"]
+    lines.append(("embeddings", "WARN" if status["failed"] else "ok", detail, more))
+    return lines
+
+
+def _lake_health(mem: Memory, args: argparse.Namespace) -> tuple[str, str, str, list[str]]:
+    if mem.store.backend != "lake":
+        return (
+            "lake",
+            "FAIL",
+            f"{mem.store.path} is a store file, not a lake; pass --store ducklake:... "
+            "(docs/lake.md)",
+            [],
+        )
+    from ..store.lake import maintenance
+
+    try:
+        lake = maintenance.status(mem.store)  # type: ignore[arg-type]
+    except Exception as exc:  # a diagnosis: the catalog's own words
+        return ("lake", "FAIL", " ".join(str(exc).split()), [])
+    detail = f"snapshot {lake['current_snapshot']} of {lake['snapshots']}, {lake['events']} events"
+    more = [f"data path: {lake['data_path']}", f"files on disk: {lake['files_on_disk']}"]
+    more += [f"{table}: {count} file(s)" for table, count in lake["files"].items()]
+    return ("lake", "ok", detail, more)
 
 
 def add_commands(sub: Any) -> None:
@@ -375,9 +417,13 @@ def add_commands(sub: Any) -> None:
     _common(listing)
     listing.add_argument("--user", default=None, help="only this user_id")
     listing.add_argument(
-        "--with-untracked",
+        "--tracked-only",
         action="store_true",
-        help="also session ids that only appear on events (never started)",
+        help="only sessions started with start_session (not the session ids that only "
+        "appear on events, listed by default as mem.sessions() lists them)",
+    )
+    listing.add_argument(  # (the default now; kept so that older scripts still run)
+        "--with-untracked", action="store_true", help=argparse.SUPPRESS
     )
     listing.add_argument("--json", action="store_true", help="print JSON records")
     listing.set_defaults(func=cmd_state_list)
@@ -455,4 +501,12 @@ def add_commands(sub: Any) -> None:
 
     health = sub.add_parser("health", help="store opens, model loads, embedding backlog")
     _common(health, namespace=False)
+    health.add_argument(
+        "--component",
+        choices=("store", "embedder", "lake"),
+        default=None,
+        help="check one: the store, the embedding model and backlog, or the lake's "
+        "catalog (default: all that apply)",
+    )
+    health.add_argument("--verbose", action="store_true", help="also the details of each component")
     health.set_defaults(func=cmd_health)
