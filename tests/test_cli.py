@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nbmemory import Memory
@@ -205,3 +206,27 @@ def test_console_script_reports_a_locked_store_and_a_missing_model(
     failed = _script("state", "delete", "--session-id", "sess_nope", "--store", store)
     assert failed.returncode == 1
     assert failed.stderr.startswith("nbmemory: error: ") and failed.stderr.count("\n") == 1
+
+
+def test_logs_show_what_was_redacted_and_what_failed_never_the_secret(capsys, tmp_path) -> None:
+    path = str(tmp_path / "logs.duckdb")
+
+    def flaky(texts):
+        if any("poison" in t for t in texts):
+            raise ValueError("the model choked")
+        return np.ones((len(texts), 8), dtype=np.float32)
+
+    with Memory(path, embedder=flaky, config=False) as mem:
+        mem.add_event("s", "user", "the DB password is Tr0ub4dor&3", namespace="ops")
+        mem.add_event("s", "user", "poison pill", namespace="ops")
+        mem.flush()
+    code, out, _ = run(capsys, "logs", "--store", path, "--embedder", "hash")
+    assert code == 0
+    assert "redaction  ops  add by api: 1 secret(s) redacted in 1 row(s)" in out
+    assert "Tr0ub4dor" not in out
+    assert "embedding error  ops s" in out and "the model choked" in out
+    code, out, _ = run(capsys, "logs", "--store", path, "--filter", "redaction", "--json")
+    records = json.loads(out)
+    assert [r["kind"] for r in records] == ["redaction"] and records[0]["redacted"] == 1
+    code, out, err = run(capsys, "logs", "--store", path, "--limit", "0")
+    assert code == 1 and "--limit" in err

@@ -12,6 +12,7 @@ it through :mod:`.stores`: a store the command made is removed if it then fails.
 * :mod:`.research` — ``eval locomo``, ``import-sqlite``;
 * :mod:`.lake` — ``lake status|snapshots|compact|expire|push|pull``;
 * :mod:`.install` — ``install-ipython-config``;
+* :mod:`.logs` — ``logs`` (what was redacted or failed to embed);
 * :mod:`.project_config` — ``config show|get|set`` (the project's configuration file).
 """
 
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 
 from ..errors import NbMemoryError
 from ..version import __version__
-from . import install, lake, project_config, research, state
+from . import install, lake, logs, project_config, research, state
 from .demo import cmd_demo
 from .options import in_cli_words, store_options
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_commands(sub)  # state, memory sync, health
     lake.add_commands(sub)  # lake status|snapshots|compact|expire|push|pull
     project_config.add_commands(sub)  # config show|get|set
+    logs.add_commands(sub)  # logs --filter redaction|errors
     return parser
 
 
