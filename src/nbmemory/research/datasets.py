@@ -76,14 +76,19 @@ def locomo_path(path: str | os.PathLike[str] | None = None) -> Path:
     """The LoCoMo folder: ``path``, else ``$NBMEMORY_LOCOMO_PATH``; a clear error if absent."""
     chosen = path or os.environ.get(ENV_LOCOMO_PATH)
     if not chosen:
-        raise InvalidInput(
-            f"no LoCoMo data: pass a path or set {ENV_LOCOMO_PATH} to the folder holding "
-            "conv-*.json (from snap-research/locomo, data/locomo10.json split per conversation)"
-        )
+        raise InvalidInput(f"no LoCoMo data: pass a path or set {ENV_LOCOMO_PATH}; {WHERE_FROM}")
     resolved = Path(chosen).expanduser()
     if not resolved.exists():
-        raise InvalidInput(f"LoCoMo path {resolved} does not exist")
+        raise InvalidInput(f"LoCoMo path {resolved} does not exist; {WHERE_FROM}")
     return resolved
+
+
+#: Where LoCoMo comes from, for the errors of a missing path (nbmemory never ships it).
+WHERE_FROM = (
+    "LoCoMo (Maharana et al., ACL 2024) is at https://github.com/snap-research/locomo: "
+    "save each conversation of data/locomo10.json as its own file (conv-26.json ...) in "
+    "one folder and pass that folder (the README's 'Development' section shows how)"
+)
 
 
 def locomo_files(path: str | os.PathLike[str] | None = None) -> list[Path]:
