@@ -669,3 +669,16 @@ def test_recall_without_a_writable_store_is_a_usage_error(ip, magics, tmp_path):
         run(ip, "%recall anything")
     with pytest.raises(UsageError, match="store"):
         run(ip, "%%remember\nnowhere to go")
+
+
+def test_memory_open_hands_the_magics_memory_to_python(ip, magics, shell):
+    from nbmemory.notebook.magics import current_memory
+
+    run(ip, "%%remember\nthe port is now 8443")
+    mem = run(ip, "%memory open")
+    assert mem is magics.memory and mem is current_memory(shell)
+    mem.flush()
+    assert mem.search("which port?", limit=1)["content"].tolist() == ["the port is now 8443"]
+    run(ip, "%memory close")
+    reopened = run(ip, "%memory open")  # a closed store is opened again
+    assert not reopened.closed and reopened is not mem

@@ -425,7 +425,7 @@ class MemoryMagics(Magics):
     @with_usage(MEMORY)
     @_engine_errors
     def memory_magic(self, line: str = "") -> Any:
-        """Housekeeping: status, sessions, facts, forget, export, import, flush, close.
+        """Housekeeping: status, sessions, facts, forget, export, import, flush, close, open.
 
         Each sub-command has ``--help`` (``%memory forget --help``).
         """
@@ -434,6 +434,11 @@ class MemoryMagics(Magics):
             MEMORY.print_help()
             return None
         return getattr(self, f"_memory_{args.command}")(args)
+
+    def _memory_open(self, args: argparse.Namespace) -> Memory:
+        """The :class:`Memory` the magics use (opened now if it was not):
+        ``mem = %memory open``, then ``ThresholdTuner(mem, [...])`` or any API call."""
+        return self.memory
 
     def _memory_status(self, args: argparse.Namespace) -> MemoryStatus:
         """The store's counts and the model's state; never waits for (or loads) the model."""
@@ -506,6 +511,19 @@ class MemoryMagics(Magics):
         self.close()
         if path:
             print(f"closed {path}; the next memory magic opens it again")
+
+
+def current_memory(shell: Any = None) -> Memory:
+    """The :class:`Memory` of the magics loaded in ``shell`` (the running one by
+    default), as ``%memory open`` returns it; an error says to ``%load_ext nbmemory``."""
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    magics = None if shell is None else shell.magics_manager.registry.get("MemoryMagics")
+    if not isinstance(magics, MemoryMagics):
+        raise UsageError("the nbmemory magics are not loaded here; run %load_ext nbmemory first")
+    return magics.memory
 
 
 def load_ipython_extension(shell: Any) -> None:

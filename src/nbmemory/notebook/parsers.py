@@ -216,6 +216,10 @@ _IMPORT.add_argument("--namespace", help="import into this namespace")
 _FLUSH = _SUB.add_parser("flush", help="wait until every memory is embedded; then show status")
 _FLUSH.add_argument("--timeout", type=float, help="seconds to wait at most")
 _CLOSE = _SUB.add_parser("close", help="close the store file (the next magic reopens it)")
+_OPEN = _SUB.add_parser(
+    "open",
+    help="the Memory the magics use, to hand to Python code or a widget (mem = %%memory open)",
+)
 
 
 # One history range of IPython's %recall/%history (``12``, ``3-5``, ``~1/2``, ``4:6``,
