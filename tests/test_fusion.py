@@ -160,3 +160,23 @@ def test_the_cli_fits_prints_and_writes_the_weights(tiny_locomo_path, tmp_path, 
     assert main([*args, "--fit", "--ablation"]) == 1
     assert main([*args, "--fit", "--fit-out", str(tmp_path)]) == 1
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_every_fused_feature_is_bounded_so_a_long_memory_does_not_win_by_length(tmp_path):
+    """Issue 37: features mean the same on any corpus. A 3k-character message scored
+    +8.6 from a raw log-length (weight 1.39) before: more than cosine could give."""
+    with Memory(str(tmp_path / "m.duckdb"), embedder="hash", config=False) as mem:
+        mem.add_event("s", "user", "the staging port is 8443")
+        filler = " ".join(f"line {i}: build step {i} finished without warnings" for i in range(300))
+        mem.add_event("s", "assistant", f"here is the full build log\n{filler}")
+        mem.add_event("s", "user", "deploy on friday")
+        mem.flush()
+        found = mem.core.retriever.candidates("which port does staging use?", "default")
+        assert found is not None
+        x = found.features
+        assert np.isfinite(x).all()
+        assert (x >= -1.0).all() and (x <= 1.0).all(), dict(zip(FEATURES, x.max(axis=0)))
+        length = x[:, list(FEATURES).index("length")]
+        assert length.min() == 0.0 and length.max() == 1.0  # min-max over the candidates
+        top = mem.search("which port does staging use?", limit=1)
+        assert top["content"].iloc[0] == "the staging port is 8443"

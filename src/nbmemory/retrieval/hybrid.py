@@ -12,7 +12,8 @@ one's recall, measured by ``nbmemory eval locomo`` (and checked by
    neighbours', its session's best, whether a speaker the question names wrote it,
    whether it places something in time on a *when* question, whether it was
    written in (or says something happened in) the period the question names,
-   the names of the question it holds, whether it is itself a question, its length;
+   the names of the question it holds, whether it is itself a question, its length
+   (min-max over the candidates, so that long memories do not win by length alone);
 3. its score is the weighted sum of those features (weights fitted on labelled
    questions, :mod:`nbmemory.retrieval.fusion`);
 4. on a question that asks for several things ("What activities ...", "How
@@ -211,7 +212,7 @@ def find_candidates(
         "date_after": later,
         "session": best_in_session[mine["sessions"] + 1],
         "question_turn": mine["question"].astype(np.float64),
-        "length": np.log1p(mine["lengths"].astype(np.float64)),
+        "length": _min_max(np.log1p(mine["lengths"].astype(np.float64))),
     }
     for name, values in columns.items():
         x[:, _COLUMN[name]] = values
@@ -225,6 +226,16 @@ def find_candidates(
         vector_ids=vector_ids,
         several=asks_for_several(query_text),
     )
+
+
+def _min_max(values: np.ndarray) -> np.ndarray:
+    """``values`` scaled to [0, 1] over this query's candidates (all 0 when equal): a
+    feature that means the same on a corpus of short turns and one of 3k-character
+    messages, where a raw length would outweigh every other signal."""
+    if not len(values):
+        return values
+    low, high = float(values.min()), float(values.max())
+    return (values - low) / (high - low) if high > low else np.zeros_like(values)
 
 
 def _index(at: dict[str, int], event_id: str | None) -> int:
