@@ -175,7 +175,9 @@ def test_every_fused_feature_is_bounded_so_a_long_memory_does_not_win_by_length(
         assert found is not None
         x = found.features
         assert np.isfinite(x).all()
-        assert (x >= -1.0).all() and (x <= 1.0).all(), dict(zip(FEATURES, x.max(axis=0)))
+        assert (x >= -1.0).all() and (x <= 1.0).all(), dict(
+            zip(FEATURES, x.max(axis=0), strict=True)
+        )
         length = x[:, list(FEATURES).index("length")]
         assert length.min() == 0.0 and length.max() == 1.0  # min-max over the candidates
         top = mem.search("which port does staging use?", limit=1)
