@@ -7,12 +7,16 @@ mode."""
 
 from __future__ import annotations
 
+import html
 import random
+import re
 
 import pandas as pd
 import pytest
 
 from nbmemory import Memory
+from nbmemory.notebook.highlight import highlight_html
+from nbmemory.notebook.widgets import MemoryExplorer
 from nbmemory.retrieval.offline_embedders import HashEmbedder
 
 #: (what the tail says, a question about it): one per long message.
@@ -270,3 +274,50 @@ def test_get_context_says_which_passage_matched(tmp_path):
         assert item.passage[0] < text.index(fact)
         row = context.to_frame().set_index("id").loc[long.id]
         assert (row["passage_start"], row["passage_stop"]) == item.passage
+
+
+def test_recall_html_marks_the_matched_passage_and_elides_the_rest(ip):
+    fact, question = TAIL_FACTS[0]
+    text = long_message(0, fact)
+    mem = ip.magics_manager.registry["MemoryMagics"].memory
+    mem.add_event("s", "assistant", text)
+    mem.add_event("s", "user", "the staging password is in the vault")
+    frame = ip.run_line_magic("recall", f"{question} -k 2")
+    start, stop = dict(zip(frame["content"], frame.attrs["passage_spans"], strict=True))[text]
+    page = frame._repr_html_()
+    marked = re.findall(r"<mark>(.*?)</mark>", page, flags=re.S)
+    # the long memory's passage, escaped, is what is marked; the short memory has no mark
+    assert [html.unescape(m) for m in marked] == [text[start:stop]]
+    assert fact in html.unescape(marked[0])
+    assert "…" + html.escape(text[start - 60 : start]) + "<mark>" in page  # elided before
+    assert html.escape(text[:40]) not in page  # the head of the long memory is left out
+    assert "the staging password is in the vault" in page
+
+
+def test_passage_html_escapes_the_memory_text():
+    text = "x" * 500 + "<script>alert('p')</script> & <b>bold</b>" + "y" * 500
+    start = text.index("<script>")
+    page = highlight_html(text, start, start + len("<script>alert('p')</script>"))
+    assert "<script>" not in page and "<b>" not in page
+    assert "<mark>&lt;script&gt;alert(&#x27;p&#x27;)&lt;/script&gt;</mark>" in page
+    assert page.startswith("…") and page.endswith("…")
+    assert "&amp;" in page
+    # no span: a long text is shortened, still escaped
+    plain = highlight_html("<script>" * 40)
+    assert "<script>" not in plain and plain.endswith("…")
+
+
+def test_explorer_marks_where_its_text_filter_found_a_long_memory(tmp_path):
+    fact = TAIL_FACTS[1][0]
+    text = long_message(1, fact) + "\n<script>alert(1)</script>"
+    with Memory(tmp_path / "m.duckdb", embedder="hash") as mem:
+        mem.add_event("s", "assistant", text)
+        mem.add_event("s", "user", "a short note about nothing")
+        mem.flush()
+        explorer = MemoryExplorer(mem)
+        explorer.text.value = "priya"
+        assert len(explorer.frame) == 1
+        page = explorer.table.value
+        assert re.findall(r"<mark>(.*?)</mark>", page) == ["Priya"]
+        assert "<script>" not in page and "&lt;script&gt;" in page
+        assert html.escape(text[:40]) not in page  # elided around the match

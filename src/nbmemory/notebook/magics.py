@@ -40,6 +40,7 @@ from ..retrieval import FastEmbedEmbedder, resolve_embedder
 from ..retrieval.embedders import model_state, model_unavailable
 from ..validation import check_limit, check_name, check_unit_interval
 from .display import MemoryStatus, RememberedEvent
+from .highlight import RecallFrame
 from .parsers import (
     CONTEXT,
     MEMORY,
@@ -115,6 +116,16 @@ def _matched_passages(hits: pd.DataFrame) -> list[Any]:
         for content, start, stop in zip(
             hits["content"], hits["passage_start"], hits["passage_stop"], strict=True
         )
+    ]
+
+
+def _passage_spans(hits: pd.DataFrame) -> list[tuple[Any, Any]]:
+    """Each hit's (start, stop) of its matched passage, (None, None) for none."""
+    if "passage_start" not in hits:
+        return [(None, None)] * len(hits)
+    return [
+        (None, None) if pd.isna(start) else (int(start), int(stop))
+        for start, stop in zip(hits["passage_start"], hits["passage_stop"], strict=True)
     ]
 
 
@@ -348,8 +359,9 @@ class MemoryMagics(Magics):
         Columns: id, content, role, session, similarity (cosine), importance,
         created_at, score (what the ranking sorts by: the fused score in hybrid
         mode, the cosine in vector mode), signals (what found each hit: vector,
-        keyword, neighbour) and passage (the part of a long memory that matched).  With a threshold and no hit, says how close the best
-        memory came.  ``%recall -- 2024`` searches for a number.
+        keyword, neighbour) and passage (the part of a long memory that matched; the
+        HTML display marks it in the content, the rest elided).  With a threshold and no
+        hit, says how close the best memory came.  ``%recall -- 2024`` searches for a number.
         """
         if is_history_request(line):
             return _history_recall(self.shell)(line.strip())
@@ -374,8 +386,9 @@ class MemoryMagics(Magics):
         )
         frame = hits.rename(columns={"session_id": "session"})
         frame["passage"] = _matched_passages(hits)
-        frame = frame.reindex(columns=RECALL_COLUMNS).reset_index(drop=True)
+        frame = RecallFrame(frame.reindex(columns=RECALL_COLUMNS).reset_index(drop=True))
         frame.attrs = dict(hits.attrs)
+        frame.attrs["passage_spans"] = _passage_spans(hits)
         if frame.empty:
             print(self._nothing_found(mem, query, threshold, hits.attrs.get("best_similarity")))
         return frame

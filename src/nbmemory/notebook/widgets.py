@@ -20,6 +20,7 @@ from ..research.datasets import LoadedConversation
 from ..research.figures import importance_histogram, similarity_histogram
 from ..research.thresholds import threshold_sweep
 from ..validation import check_name
+from .highlight import frame_html, needle_span
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -27,26 +28,28 @@ if TYPE_CHECKING:
 _ALL = "(all)"
 
 
-def _table_html(frame: pd.DataFrame, columns: list[str], *, max_rows: int, css: str) -> str:
-    """A compact, escaped HTML table of ``frame`` (long texts shortened)."""
+def _table_html(
+    frame: pd.DataFrame,
+    columns: list[str],
+    *,
+    max_rows: int,
+    css: str,
+    spans: list[tuple[Any, Any]] | None = None,
+    needle: str = "",
+) -> str:
+    """A compact, escaped HTML table of ``frame``: long texts elided, a span marked.
+
+    ``spans`` gives each row's (start, stop) in its content to show in ``<mark>``
+    (the matched passage of a long memory); ``needle`` marks where a text filter
+    found each row instead.
+    """
     shown = frame[columns].head(max_rows).copy()
-    if "content" in shown:
-        if "tool_calls_json" in frame:  # a tool-call turn shows its calls
-            calls = frame["tool_calls_json"].head(max_rows)
-            shown["content"] = [
-                turn_text(t, c) for t, c in zip(shown["content"], calls, strict=True)
-            ]
-        shown["content"] = shown["content"].map(
-            lambda t: "" if not isinstance(t, str) else (t if len(t) <= 160 else t[:157] + "...")
-        )
-    body = shown.to_html(
-        index=False,
-        escape=True,
-        na_rep="",
-        float_format=lambda v: f"{v:.3f}",
-        classes=css,
-        border=0,
-    )
+    if "content" in shown and "tool_calls_json" in frame:  # a tool-call turn shows its calls
+        calls = frame["tool_calls_json"].head(max_rows)
+        shown["content"] = [turn_text(t, c) for t, c in zip(shown["content"], calls, strict=True)]
+    if needle and "content" in shown:
+        spans = [needle_span(t, needle) for t in shown["content"]]
+    body = frame_html(shown, columns, spans=None if spans is None else spans[:max_rows], css=css)
     more = len(frame) - len(shown)
     if more > 0:
         body += f"<p><i>... and {more} more</i></p>"
@@ -413,11 +416,13 @@ class MemoryExplorer:
         """Apply the filters and redraw the table."""
         self.frame = self.filtered()
         self.summary.value = f"{len(self.frame)} of {len(self._all)} memories"
+        needle = self.text.value.strip()
         self.table.value = _table_html(
             self.frame,
             ["created_at", "session_id", "role", "kind", "importance", "content"],
             max_rows=self.page_size,
             css="nbmemory-explorer-rows",
+            needle=needle,
         )
 
     def _changed(self, _change: dict) -> None:
