@@ -33,6 +33,14 @@ def day(d: dt.date) -> Period:
         ("last weekend we hiked", [Period(D(2023, 7, 8), D(2023, 7, 10))]),
         ("last Friday we met", [day(D(2023, 7, 7))]),
         ("on Monday I painted", [day(D(2023, 7, 10))]),
+        # weekdays written short, as people chat (LoCoMo: "Last Fri I finally took my kids")
+        ("Last Fri I took my kids to a pottery workshop", [day(D(2023, 7, 7))]),
+        ("I joined a new activist group last Tues.", [day(D(2023, 7, 11))]),
+        ("see you next thurs", [day(D(2023, 7, 20))]),
+        ("the sun was out", []),  # "sun" alone is not Sunday
+        # a day of the month alone: the last such day by the time of writing
+        ("I met my teammates on the 15th after my trip", [day(D(2023, 6, 15))]),
+        ("the party was on the 2nd", [day(D(2023, 7, 2))]),
         ("Two weeks ago I got a puppy", [Period(D(2023, 6, 27), D(2023, 7, 4))]),
         ("last month was busy", [Period(D(2023, 6, 1), D(2023, 7, 1))]),
         ("next month we move", [Period(D(2023, 8, 1), D(2023, 9, 1))]),
@@ -124,6 +132,9 @@ _RELATIVE_PIECES = [
     "coming friday",
     "on Sunday",
     "Tuesday",
+    "last Fri",
+    "next tues",
+    "on the 15th",
 ]
 
 

@@ -123,7 +123,9 @@ _RELATIVE = re.compile(
     + r"\s+(?P<unit>day|week|month|year)s?\s+(?P<dir>ago|before|earlier|from now|later)"
     r"|(?P<which>last|past|previous|this|next|coming)\s+(?P<span>week|weekend|month|year|summer|winter|spring|fall|autumn"
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+    r"|(?P<which_short>last|past|previous|this|next|coming)\s+(?P<short>mon|tues?|wed|thu(?:rs?)?|fri|sat|sun)\.?"
     r"|(?:on\s+)?(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+    r"|(?:on\s+)?the\s+(?P<nth>[0-3]?\d)(?:st|nd|rd|th)(?!\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))"
     r")\b"
 )
 
@@ -147,6 +149,8 @@ _RELATIVE_WORDS = (
     "coming",
     "day",
 )
+#: An ordinal day ("the 15th"), the one relative expression without those words.
+_ORDINAL = re.compile(r"\d(?:st|nd|rd|th)\b")
 _SEASONS = {
     "spring": (3, 6),
     "summer": (6, 9),
@@ -271,8 +275,10 @@ def relative_periods(text: str, at: dt.datetime | dt.date) -> Iterator[Period]:
     """Periods that expressions relative to ``at`` name ("last week" written on
     14 July is 7–14 July)."""
     lower = text.lower()
-    if not any(word in lower for word in _RELATIVE_WORDS) and not any(
-        day in lower for day in DAY_NAMES
+    if (
+        not any(word in lower for word in _RELATIVE_WORDS)
+        and not any(day in lower for day in DAY_NAMES)
+        and not _ORDINAL.search(lower)
     ):
         return
     today = at.date() if isinstance(at, dt.datetime) else at
@@ -289,6 +295,14 @@ def relative_periods(text: str, at: dt.datetime | dt.date) -> Iterator[Period]:
             yield _ago(today, groups["n"], groups["unit"], groups["dir"])
         elif groups["span"]:
             period = _named_span(today, groups["which"], groups["span"])
+            if period is not None:
+                yield period
+        elif groups["short"]:  # "last Fri", "last Tues": a weekday written short
+            short = groups["short"][:3]
+            weekday = next(i for i, name in enumerate(DAY_NAMES) if name.startswith(short))
+            yield _named_span(today, groups["which_short"], DAY_NAMES[weekday])  # type: ignore[misc]
+        elif groups["nth"]:  # "on the 15th": that day of the month, the last one by ``at``
+            period = _nth(today, int(groups["nth"]))
             if period is not None:
                 yield period
         elif groups["weekday"]:
@@ -337,6 +351,15 @@ def _named_span(today: dt.date, which: str, span: str) -> Period | None:
         year += 1
     start = dt.date(year, low, 1)
     return Period(start, start + relativedelta(months=high - low))
+
+
+def _nth(today: dt.date, day: int) -> Period | None:
+    """The ``day``-th of the month of ``today`` when it is not after ``today``, else of
+    the month before ("the 15th" written on 17 August is 15 August)."""
+    if not 1 <= day <= 31:
+        return None
+    month = today if day <= today.day else today - relativedelta(months=1)
+    return _day(month.year, month.month, day)
 
 
 def _weekday(today: dt.date, weekday: int, step: int) -> Period:
