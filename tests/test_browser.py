@@ -257,6 +257,8 @@ def _widgets_rendered(page) -> bool:
     # machine the figure has been seen to stay without them (CI): treat that as a
     # widget not rendered, so the page is reloaded and run again
     try:
+        # JupyterLab draws only the cells in view (windowing): bring the tuner there
+        page.locator(".nbmemory-histogram").scroll_into_view_if_needed()
         page.wait_for_function(
             "() => { const gd = document.querySelector("
             "'.nbmemory-histogram .js-plotly-plot'); return gd && gd.layout &&"

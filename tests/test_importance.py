@@ -365,7 +365,7 @@ def test_a_single_hybrid_hit_has_its_real_fused_score() -> None:
             + w["agreement"] * cos
             + w["session"] * fused
             + w["mention"]
-            + w["length"] * math.log1p(terms)
+            + w["length"] * math.log1p(terms) / math.log1p(terms)  # over the longest: itself
         )
         assert hit["score"] == pytest.approx(expected)
         assert "mention" in hit["signals"]
@@ -375,7 +375,7 @@ def test_a_single_hybrid_hit_has_its_real_fused_score() -> None:
         cos = hit["similarity"]
         assert hit["score"] == pytest.approx(
             w["cosine"] * cos + w["cosine_rank"] + w["session"] * 0.5 * cos
-            + w["length"] * math.log1p(terms)
+            + w["length"] * math.log1p(terms) / math.log1p(terms)  # over the longest: itself
         )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ one's recall, measured by ``nbmemory eval locomo`` (and checked by
    whether it places something in time on a *when* question, whether it was
    written in (or says something happened in) the period the question names,
    the names of the question it holds, whether it is itself a question, its length
-   (min-max over the candidates, so that long memories do not win by length alone);
+   (over the longest candidate's, so that long memories do not win by length alone);
 3. its score is the weighted sum of those features (weights fitted on labelled
    questions, :mod:`nbmemory.retrieval.fusion`);
 4. on a question that asks for several things ("What activities ...", "How
@@ -212,7 +212,7 @@ def find_candidates(
         "date_after": later,
         "session": best_in_session[mine["sessions"] + 1],
         "question_turn": mine["question"].astype(np.float64),
-        "length": _min_max(np.log1p(mine["lengths"].astype(np.float64))),
+        "length": _of_longest(np.log1p(mine["lengths"].astype(np.float64))),
     }
     for name, values in columns.items():
         x[:, _COLUMN[name]] = values
@@ -228,14 +228,15 @@ def find_candidates(
     )
 
 
-def _min_max(values: np.ndarray) -> np.ndarray:
-    """``values`` scaled to [0, 1] over this query's candidates (all 0 when equal): a
-    feature that means the same on a corpus of short turns and one of 3k-character
-    messages, where a raw length would outweigh every other signal."""
+def _of_longest(values: np.ndarray) -> np.ndarray:
+    """``values`` over the largest among this query's candidates, in [0, 1]: a feature
+    that means the same on a corpus of short turns and one of 3k-character messages,
+    where a raw length outweighed every other signal.  A ratio, not min-max: two
+    short turns a word apart stay close (min-max would set them 0 and 1)."""
     if not len(values):
         return values
-    low, high = float(values.min()), float(values.max())
-    return (values - low) / (high - low) if high > low else np.zeros_like(values)
+    high = float(values.max())
+    return values / high if high > 0 else np.zeros_like(values)
 
 
 def _index(at: dict[str, int], event_id: str | None) -> int:
