@@ -343,7 +343,7 @@ def cmd_health(args: argparse.Namespace) -> int:
                 lines.append(_store_health(mem, status))
             if wanted in (None, "embedder"):
                 lines += _embedder_health(mem, status)
-            if wanted == "lake" or (wanted is None and mem.store.backend == "lake"):
+            if wanted == "lake" or (wanted is None and mem.store.backend == "ducklake"):
                 lines.append(_lake_health(mem, args))
     healthy = all(state != "FAIL" for _, state, _, _ in lines)
     for component, state, detail, more in lines:
@@ -388,7 +388,7 @@ def _embedder_health(mem: Memory, status: dict[str, Any]) -> list[tuple[str, str
 
 
 def _lake_health(mem: Memory, args: argparse.Namespace) -> tuple[str, str, str, list[str]]:
-    if mem.store.backend != "lake":
+    if mem.store.backend != "ducklake":
         return (
             "lake",
             "FAIL",
