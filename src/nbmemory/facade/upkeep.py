@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from ..core import Core
-from ..knowledge.consolidation import Consolidation
+from ..knowledge.consolidation import Consolidation, Consolidator
 from ..sessions.audit_trail import Audit
 from ..sessions.lifecycle import Sessions
 
@@ -45,7 +44,6 @@ class Upkeep:
         self._audit = audit
         self._consolidation = consolidation
         self._run_in_turn = run
-        self.runs = 0
         self.sessions_removed = 0
         self.audit_rows_removed = 0
         self.last_cleanup: dt.datetime | None = None
@@ -53,46 +51,40 @@ class Upkeep:
         self.last_error: str | None = None
         self._started_at = core.clock()
         self._checked()  # at open, before the caller's first call (then in the thread)
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._done = threading.Condition()
-        self._thread = threading.Thread(target=self._loop, name="nbmemory-upkeep", daemon=True)
-        self._thread.start()
+        # the same wake-or-wait loop as background consolidation, with its own job
+        self._loop = Consolidator(
+            lambda _stop: self._checked(),
+            core.settings.upkeep_check_seconds,
+            name="nbmemory-upkeep",
+        )
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._loop.alive
+
+    @property
+    def runs(self) -> int:
+        """Checks the thread has finished (the one at open not counted)."""
+        return self._loop.runs
 
     def wake(self) -> int:
         """Look at the clock now (not at the next check); returns the check count to
         pass to :meth:`wait_for_check`."""
-        with self._done:
-            target = self.runs + 1
-        self._wake.set()
-        return target
+        return self._loop.trigger()
 
     def wait_for_check(self, count: int, timeout: float | None = None) -> bool:
         """Wait until ``count`` checks have finished; False on timeout or when stopped."""
-        with self._done:
-            return (
-                self._done.wait_for(lambda: self.runs >= count or self._stop.is_set(), timeout)
-                and self.runs >= count
-            )
+        return self._loop.wait_for_run(count, timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        with self._done:
-            self._done.notify_all()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
+        self._loop.stop(timeout)
 
     def status(self) -> dict[str, Any]:
         """When the cleanups and consolidation last ran, and what the cleanups removed."""
         settings = self.core.settings
         consolidator = self._consolidation.consolidator
         return {
-            "running": self.alive and not self._stop.is_set(),
+            "running": self.alive,
             "last_cleanup": self.last_cleanup,
             "next_cleanup": None
             if self.last_cleanup is None
@@ -104,18 +96,6 @@ class Upkeep:
             "consolidation_runs": 0 if consolidator is None else consolidator.runs,
             "last_error": self.last_error,
         }
-
-    # -- the thread -----------------------------------------------------------------------
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.core.settings.upkeep_check_seconds)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            self._checked()
-            with self._done:
-                self.runs += 1
-                self._done.notify_all()
 
     def _checked(self) -> None:
         """:meth:`_check`, its failure kept in ``last_error`` (an open never fails on it)."""

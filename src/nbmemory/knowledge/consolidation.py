@@ -71,7 +71,12 @@ class Consolidator:
     and interpreter exit never waits for it.
     """
 
-    def __init__(self, job: Callable[[threading.Event], ConsolidationReport], interval: float):
+    def __init__(
+        self,
+        job: Callable[[threading.Event], Any],
+        interval: float,
+        name: str = "nbmemory-consolidation",
+    ):
         self.job = job
         self.interval = interval
         self.runs = 0
@@ -80,9 +85,7 @@ class Consolidator:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._done = threading.Condition()
-        self._thread = threading.Thread(
-            target=self._loop, name="nbmemory-consolidation", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
     @property
