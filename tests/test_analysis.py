@@ -87,7 +87,22 @@ def test_importance_histogram_with_salience_cut(small: Memory) -> None:
     fig = figures.importance_histogram(small)
     assert {t.name for t in fig.data} == {"assistant", "tool", "user"}
     assert figures.shape_x(fig, "salience") == 0.8
-    assert sum(len(t.x) for t in fig.data) == 4
+    assert sum(sum(t.y) for t in fig.data) == 4  # every memory counted once, in bins
+    assert max(len(t.x) for t in fig.data) == 20  # 0.05 wide: the figure's size is bounded
+
+
+def test_similarity_histogram_is_counted_in_bins_with_a_threshold_line() -> None:
+    import pandas as pd
+
+    values = [0.1, 0.1, 0.5, 0.95, 0.95, 0.95] * 1000
+    sims = pd.DataFrame({"similarity": values, "relevant": [True, False] * 3000})
+    fig = figures.similarity_histogram(sims, threshold=0.4, bins=60)
+    assert [len(t.x) for t in fig.data] == [60, 60]  # not one value per pair
+    # relevant and not relevant are each drawn as percentages of their own size
+    assert [round(sum(t.y)) for t in fig.data] == [100, 100]
+    assert figures.shape_x(fig, "threshold") == 0.4
+    plain = figures.similarity_histogram(sims.drop(columns="relevant"))
+    assert sum(plain.data[0].y) == len(values)
 
 
 def test_sweep_figure_has_the_four_curves() -> None:
@@ -124,4 +139,5 @@ def test_the_measured_facts_on_conv26(locomo) -> None:
     assert at_065["queries_without_hit"] > 0.3
     fig = figures.similarity_histogram(frame, threshold=0.4)
     relevant = [t for t in fig.data if t.name.startswith("relevant")][0]
-    assert len(relevant.x) == int(frame["relevant"].sum())
+    assert relevant.name == f"relevant ({int(frame['relevant'].sum()):,})"
+    assert sum(relevant.y) == pytest.approx(100)  # a share of its own group

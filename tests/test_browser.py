@@ -414,7 +414,7 @@ def test_tuner_in_jupyterlab(jupyterlab, artifacts, tmp_path) -> None:
             shot = artifacts / "threshold-tuner.png"
             page.screenshot(path=str(shot))
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        except Exception:
+        except BaseException:  # pytest.fail's exception too: print what the page held
             for open_page in context.pages:
                 open_page.screenshot(path=str(artifacts / "threshold-tuner-failure.png"))
             print("browser console:", *console[-30:], sep="\n")

@@ -36,6 +36,10 @@ def test_moving_the_relevance_slider_changes_plot_counts_and_list(tiny) -> None:
     tuner.relevance.value = 0.05
 
     assert shape_x(tuner.figure, "threshold") == 0.05
+    # what the page is sent: the figure redrawn whole with its line moved
+    (shown,) = tuner.histogram_view.outputs
+    layout = shown["data"]["application/vnd.plotly.v1+json"]["layout"]
+    assert [s["x0"] for s in layout["shapes"] if s.get("name") == "threshold"] == [0.05]
     after = tuner.counts_dict()
     assert after["by_relevance"] > before["by_relevance"]
     assert after["recall"] >= before["recall"]

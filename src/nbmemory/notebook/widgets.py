@@ -7,6 +7,7 @@ which is how the tests drive them.  Display one by leaving it last in a cell.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
@@ -54,6 +55,19 @@ def _table_html(
     if more > 0:
         body += f"<p><i>... and {more} more</i></p>"
     return body
+
+
+def _plotly_output(figure: go.Figure) -> dict[str, Any]:
+    """``figure`` as one display output (plotly's own mime type) for an Output widget."""
+    spec = json.loads(figure.to_json())
+    return {
+        "output_type": "display_data",
+        "data": {
+            "application/vnd.plotly.v1+json": {**spec, "config": {"displaylogo": False}},
+            "text/plain": f"<{figure.layout.title.text or 'figure'}>",
+        },
+        "metadata": {},
+    }
 
 
 def _slider(value: float, description: str) -> widgets.FloatSlider:
@@ -151,33 +165,34 @@ class ThresholdTuner:
         self.apply_button.add_class("nbmemory-apply")
 
     def _build_figures(self) -> None:
-        self.figure = go.FigureWidget(
-            similarity_histogram(
-                self.similarities,
-                threshold=self.relevance.value,
-                title="Similarity of the queries to every memory",
-            )
+        # plain figures drawn into Output widgets, redrawn whole on each change: a
+        # plotly FigureWidget's view, re-rendered, lost the line it was made with
+        # (its layout is trimmed once drawn), and it loads 5 MB of script per figure
+        self.figure = similarity_histogram(
+            self.similarities,
+            threshold=self.relevance.value,
+            title="Similarity of the queries to every memory",
         )
         self.figure.update_layout(height=360)
-        self.importance_figure = go.FigureWidget(
-            importance_histogram(self.memories, cut=self.salience.value)
-        )
+        self.importance_figure = importance_histogram(self.memories, cut=self.salience.value)
         self.importance_figure.update_layout(height=300)
+        self.histogram_view = widgets.Output()
+        self.histogram_view.add_class("nbmemory-histogram")
+        self.importance_view = widgets.Output()
+        self.importance_view.add_class("nbmemory-importance")
 
         self.relevance.observe(self._changed, names="value")
         self.salience.observe(self._changed, names="value")
         self.query.observe(self._changed, names="value")
         self.apply_button.on_click(lambda _button: self.apply())
 
-        histogram_box = widgets.Box([self.figure])
-        histogram_box.add_class("nbmemory-histogram")
         self.widget = widgets.VBox(
             [
                 widgets.HBox([self.relevance, self.salience]),
                 self.query,
                 self.counts,
-                histogram_box,
-                self.importance_figure,
+                self.histogram_view,
+                self.importance_view,
                 widgets.HTML("<b>Memories this query would recall</b>"),
                 self.recalled,
                 widgets.HBox([self.apply_button, self.status]),
@@ -259,18 +274,18 @@ class ThresholdTuner:
     def update(self) -> None:
         """Redraw lines, counts and the recalled list from the current values."""
         counts = self.counts_dict()
-        with self.figure.batch_update():
-            for shape in self.figure.layout.shapes:
-                if shape.name == "threshold":
-                    shape.x0 = shape.x1 = self.relevance_threshold
-        with self.importance_figure.batch_update():
-            for shape in self.importance_figure.layout.shapes:
-                if shape.name == "salience":
-                    shape.x0 = shape.x1 = self.salience_threshold
-            for annotation in self.importance_figure.layout.annotations:
-                if annotation.text and annotation.text.startswith("salience cut"):
-                    annotation.x = self.salience_threshold
-                    annotation.text = f"salience cut {self.salience_threshold:.2f}"
+        for shape in self.figure.layout.shapes:
+            if shape.name == "threshold":
+                shape.x0 = shape.x1 = self.relevance_threshold
+        for shape in self.importance_figure.layout.shapes:
+            if shape.name == "salience":
+                shape.x0 = shape.x1 = self.salience_threshold
+        for annotation in self.importance_figure.layout.annotations:
+            if annotation.text and annotation.text.startswith("salience cut"):
+                annotation.x = self.salience_threshold
+                annotation.text = f"salience cut {self.salience_threshold:.2f}"
+        self.histogram_view.outputs = (_plotly_output(self.figure),)
+        self.importance_view.outputs = (_plotly_output(self.importance_figure),)
         text = (
             f"<b>{counts['recalled']}</b> of {counts['memories']} memories recalled for this "
             f"query: <b>{counts['by_relevance']}</b> with similarity &gt; "

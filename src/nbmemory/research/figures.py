@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -67,7 +68,6 @@ def similarity_histogram(
     labelled = "relevant" in similarities.columns
     normalise = labelled if normalise is None else normalise
     fig = go.Figure()
-    edges = {"start": -0.2, "end": 1.0, "size": 1.2 / bins}
     groups: list[tuple[str, pd.Series]] = []
     if labelled:
         flags = similarities["relevant"].astype(bool)
@@ -77,15 +77,23 @@ def similarity_histogram(
         ]
     else:
         groups = [("memories", similarities["similarity"])]
+    # counted here, not by plotly: a figure of 80 bars rather than one value per
+    # pair (a store's histogram stays small in the notebook and redraws at once)
+    edges = np.linspace(-0.2, 1.0, bins + 1)
+    centres = (edges[:-1] + edges[1:]) / 2
     for name, values in groups:
+        counts, _ = np.histogram(values.to_numpy(dtype=float), bins=edges)
+        heights = counts * 100.0 / max(len(values), 1) if normalise else counts
         fig.add_trace(
-            go.Histogram(
-                x=values.to_numpy(),
+            go.Bar(
+                x=centres,
+                y=heights,
+                width=edges[1] - edges[0],
                 name=f"{name} ({len(values):,})",
-                xbins=edges,
-                histnorm="percent" if normalise else None,
                 marker_color=COLORS.get(name, COLORS["not relevant"]),
+                marker_line_width=0,
                 opacity=0.65 if labelled else 0.9,
+                hovertemplate="%{x:.3f}: %{y:.3~f}<extra>" + name + "</extra>",
             )
         )
     _threshold_lines(fig, spec_thresholds, threshold)
@@ -119,14 +127,24 @@ def importance_histogram(
         frame = memories_frame(data, namespace=namespace)
         cut = data.settings.salience_threshold if cut is None else cut
     fig = go.Figure()
-    edges = {"start": 0.0, "end": 1.0001, "size": 0.05}
+    edges = np.linspace(0.0, 1.0, 21)  # 0.05 wide; numpy's last bin holds 1.0 itself
+    centres = (edges[:-1] + edges[1:]) / 2
     if by and by in frame.columns and not frame.empty:
-        for value, group in frame.groupby(by, sort=True):
-            fig.add_trace(
-                go.Histogram(x=group["importance"].to_numpy(), name=str(value), xbins=edges)
-            )
+        groups = [(str(value), group["importance"]) for value, group in frame.groupby(by)]
     else:
-        fig.add_trace(go.Histogram(x=frame["importance"].to_numpy(), name="memories", xbins=edges))
+        groups = [("memories", frame["importance"])]
+    for name, values in groups:
+        counts, _ = np.histogram(values.to_numpy(dtype=float), bins=edges)
+        fig.add_trace(
+            go.Bar(
+                x=centres,
+                y=counts,
+                width=edges[1] - edges[0],
+                name=name,
+                marker_line_width=0,
+                hovertemplate="%{x:.3f}: %{y}<extra>" + name + "</extra>",
+            )
+        )
     if cut is not None:
         fig.add_vline(
             x=float(cut),
