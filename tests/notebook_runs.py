@@ -127,8 +127,15 @@ def clear_outputs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def execute(nb: nbformat.NotebookNode, workdir: Path, ipython_dir: Path) -> nbformat.NotebookNode:
-    """Run ``nb`` in place in a fresh kernel (raises CellExecutionError on a failing cell).
+def execute(
+    nb: nbformat.NotebookNode,
+    workdir: Path,
+    ipython_dir: Path,
+    *,
+    without: tuple[str, ...] = (),
+) -> nbformat.NotebookNode:
+    """Run ``nb`` in place in a fresh kernel (raises CellExecutionError on a failing cell),
+    with the environment variables named in ``without`` unset.
 
     The widget state is not stored in the notebook (it is megabytes of the tuner's
     data, and a kernel rebuilds it when the cells run again), nor the timings.
@@ -141,7 +148,8 @@ def execute(nb: nbformat.NotebookNode, workdir: Path, ipython_dir: Path) -> nbfo
         store_widget_state=False,
         record_timing=False,
     )
-    client.execute(env={**os.environ, "IPYTHONDIR": str(ipython_dir)})
+    env = {k: v for k, v in os.environ.items() if k not in without}
+    client.execute(env={**env, "IPYTHONDIR": str(ipython_dir)})
     return nb
 
 

@@ -221,7 +221,7 @@ def _wait_for_the_run(page) -> str:
     handle = page.wait_for_function(
         r"""() => {
             const outputs = Array.from(document.querySelectorAll('.jp-OutputArea-output'));
-            if (outputs.some(e => e.textContent.includes('apply with: mem.apply_thresholds')))
+            if (outputs.some(e => e.textContent.includes('applied: mem.apply_thresholds')))
                 return 'done';
             const idle = document.querySelector(
                 ".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']");
@@ -344,7 +344,7 @@ def test_tuner_in_jupyterlab(jupyterlab, artifacts, tmp_path) -> None:
             page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
             page.goto(url)
             last_output = page.locator(
-                ".jp-OutputArea-output", has_text="apply with: mem.apply_thresholds"
+                ".jp-OutputArea-output", has_text="applied: mem.apply_thresholds"
             )  # the last cell's output (not its source, which has the same words)
             for attempt in range(3):
                 page.wait_for_selector(".jp-NotebookPanel .jp-Cell", state="visible")

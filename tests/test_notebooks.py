@@ -6,6 +6,7 @@ the installer is checked on files and then by a real kernel that reads them.
 
 from __future__ import annotations
 
+import ast
 import os
 import queue
 import re
@@ -14,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client.manager import start_new_kernel
-from notebook_runs import NOTEBOOKS, differences, executed, mask, substance
+from notebook_runs import NOTEBOOKS, clear_outputs, differences, execute, executed, mask, substance
 
 from nbmemory import cli
 from nbmemory.errors import InvalidInput
@@ -180,6 +181,7 @@ def test_quickstart_notebook_runs_clean_with_the_real_model(model_path):
     assert "8 events (8 embedded, 0 pending, 0 failed)" in status
     assert "all-MiniLM-L6-v2" in status
     assert list(workdir.iterdir()) == []  # the store went to a temporary folder
+    assert _text(_cell(nb, "import shutil")).strip() == "False"  # which the last cell removes
 
 
 def test_quickstart_has_readable_saved_outputs():
@@ -211,6 +213,26 @@ def test_quickstart_committed_outputs_match_a_fresh_run(model_path):
 
 def test_threshold_tuning_committed_outputs_match_a_fresh_run(model_path, locomo_dir):
     _assert_committed_outputs_are_fresh(TUNING.name)
+
+
+def test_threshold_tuning_runs_without_locomo_and_ends_with_both_thresholds_applied(
+    model_path, tmp_path
+):
+    """On Binder there is no LoCoMo: the notebook runs on a chat nbmemory generates."""
+    nb = clear_outputs(nbformat.read(TUNING, as_version=4))
+    (tmp_path / "cwd").mkdir()
+    execute(nb, tmp_path / "cwd", tmp_path / "ipython", without=("NBMEMORY_LOCOMO_PATH",))
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            assert output["output_type"] != "error", cell.source
+    assert "NBMEMORY_LOCOMO_PATH is not set: using tech-chat/" in _text(nb.cells[1])
+    last = _text(_cell(nb, "recommended = {"))
+    assert "applied: mem.apply_thresholds(**recommended), audit rows: 1" in last
+    applied = ast.literal_eval(last[last.index("{") :].strip())
+    # both thresholds are the notebook's measured ones, each printed above with its rule
+    assert f"relevance_threshold: {applied['relevance_threshold']:.2f} (" in last
+    assert f"similarity_threshold: {applied['similarity_threshold']:.2f} (best F1" in last
+    assert "ThresholdTuner" in _cell(nb, "tuner = ThresholdTuner").source
 
 
 RECALL_OUTPUT = """\

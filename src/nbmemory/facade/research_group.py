@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..config import Settings
 from ..research import datasets, evaluation, frames, thresholds
-from ..research.datasets import LoadedConversation
+from ..research.datasets import LoadedConversation, LocomoConversation
 from ..research.evaluation import Evaluation, Strategy
 from ..research.subject import MemoryLike as Memory
 
@@ -78,6 +78,21 @@ class ResearchGroup:
         """Store a LoCoMo conversation's turns as events
         (:func:`nbmemory.research.datasets.load_locomo`)."""
         return datasets.load_locomo(path, self._open(), namespace=namespace, flush=flush)
+
+    def load_conversation(
+        self,
+        conversation: LocomoConversation,
+        *,
+        namespace: str | None = None,
+        flush: bool = True,
+        source: str = "locomo",
+    ) -> LoadedConversation:
+        """Store a conversation of LoCoMo's shape, read or generated (a corpus of
+        :mod:`nbmemory.research.corpora`), as :meth:`load_locomo` does
+        (:func:`nbmemory.research.datasets.load_conversation`)."""
+        return datasets.load_conversation(
+            conversation, self._open(), namespace=namespace, flush=flush, source=source
+        )
 
     def evaluate(
         self,

@@ -103,15 +103,19 @@ def _queries(queries: Any, namespace: str | None) -> tuple[list[str], Any, str |
 
 
 class ThresholdTuner:
-    """Sliders for the relevance threshold and the salience cut, with live consequences.
+    """Sliders for the three thresholds, with live consequences.
 
-    Moving a slider moves the line on the similarity histogram (relevant vs not
-    relevant when the queries carry labels) and on the importance histogram, and
-    updates the counts and the list of memories the selected query would recall:
-    similarity ``>`` the threshold (at most ``limit`` when given, as
-    ``relevance_limit`` does in the context) plus the memories with importance
-    ``>=`` the cut.  :meth:`apply` (the *Apply* button) writes both values to the
-    store's settings through :meth:`Memory.apply_thresholds` (audited).
+    The two similarity thresholds of the source systems sit over one distribution:
+    the context's relevance threshold (0.65, the Rust agent's ``similarity >``) and
+    the search threshold of ``search_memories`` (0.7, Astreus's ``similarity >=``).
+    Moving a slider moves its line on the similarity histogram (relevant vs not
+    relevant when the queries carry labels) or the salience cut on the importance
+    histogram, and updates the counts and the list of memories the selected query
+    would recall in the context: similarity ``>`` the relevance threshold (at most
+    ``limit`` when given, as ``relevance_limit`` does) plus the memories with
+    importance ``>=`` the cut; the counts also say how many a similarity search at
+    the search threshold would return.  :meth:`apply` (the *Apply* button) writes the three values to the
+    store's settings through :meth:`Memory.apply_thresholds` (one audited call).
 
     ``queries`` is a question, a list of them, a DataFrame with ``question`` and
     ``relevant_ids`` columns, or a :class:`~nbmemory.research.datasets.LoadedConversation`
@@ -146,7 +150,9 @@ class ThresholdTuner:
     def _build_controls(self, settings: Settings, texts: list[str]) -> None:
         self.relevance = _slider(settings.relevance_threshold or 0.0, "relevance >")
         self.salience = _slider(settings.salience_threshold, "salience >=")
+        self.search = _slider(settings.similarity_threshold, "search >=")
         self.relevance.add_class("nbmemory-relevance-slider")
+        self.search.add_class("nbmemory-search-slider")
         self.salience.add_class("nbmemory-salience-slider")
         self.query = widgets.Dropdown(
             options=[(q if len(q) <= 90 else q[:87] + "...", i) for i, q in enumerate(texts)],
@@ -171,6 +177,7 @@ class ThresholdTuner:
         self.figure = similarity_histogram(
             self.similarities,
             threshold=self.relevance.value,
+            search_threshold=self.search.value,
             title="Similarity of the queries to every memory",
         )
         self.figure.update_layout(height=360)
@@ -182,13 +189,15 @@ class ThresholdTuner:
         self.importance_view.add_class("nbmemory-importance")
 
         self.relevance.observe(self._changed, names="value")
+        self.search.observe(self._changed, names="value")
         self.salience.observe(self._changed, names="value")
         self.query.observe(self._changed, names="value")
         self.apply_button.on_click(lambda _button: self.apply())
 
         self.widget = widgets.VBox(
             [
-                widgets.HBox([self.relevance, self.salience]),
+                widgets.HBox([self.relevance, self.search]),
+                self.salience,
                 self.query,
                 self.counts,
                 self.histogram_view,
@@ -209,6 +218,10 @@ class ThresholdTuner:
     @property
     def salience_threshold(self) -> float:
         return float(self.salience.value)
+
+    @property
+    def search_threshold(self) -> float:
+        return float(self.search.value)
 
     def recalled_frame(self) -> pd.DataFrame:
         """What the selected query would recall now: by relevance, by salience, or both."""
@@ -256,6 +269,8 @@ class ThresholdTuner:
             "recalled": len(frame),
             "by_relevance": sum("relevance" in s for s in frame["strategies"]),
             "by_salience": sum("salience" in s for s in frame["strategies"]),
+            "search_threshold": self.search_threshold,
+            "by_search": self._searched(),
         }
         if self.labelled:
             sweep = threshold_sweep(self.similarities, [self.relevance_threshold], limit=self.limit)
@@ -271,12 +286,19 @@ class ThresholdTuner:
             )
         return out
 
+    def _searched(self) -> int:
+        """How many memories a similarity search (``>=`` the threshold) returns for the query."""
+        sims = self.similarities[self.similarities["query_index"] == self.query.value]
+        return int((sims["similarity"].clip(0.0, 1.0) >= self.search_threshold).sum())
+
     def update(self) -> None:
         """Redraw lines, counts and the recalled list from the current values."""
         counts = self.counts_dict()
         for shape in self.figure.layout.shapes:
             if shape.name == "threshold":
                 shape.x0 = shape.x1 = self.relevance_threshold
+            elif shape.name == "search":
+                shape.x0 = shape.x1 = self.search_threshold
         for shape in self.importance_figure.layout.shapes:
             if shape.name == "salience":
                 shape.x0 = shape.x1 = self.salience_threshold
@@ -290,7 +312,10 @@ class ThresholdTuner:
             f"<b>{counts['recalled']}</b> of {counts['memories']} memories recalled for this "
             f"query: <b>{counts['by_relevance']}</b> with similarity &gt; "
             f"{counts['relevance_threshold']:.2f}, <b>{counts['by_salience']}</b> with "
-            f"importance &ge; {counts['salience_threshold']:.2f}"
+            f"importance &ge; {counts['salience_threshold']:.2f}. "
+            f"A search at similarity &ge; {counts['search_threshold']:.2f} "
+            f"(<code>search_memories</code>' threshold) would return "
+            f"<b>{counts['by_search']}</b>"
         )
         if self.labelled:
             text += (
@@ -317,11 +342,13 @@ class ThresholdTuner:
         """Write the chosen thresholds to the store's settings (one audited call)."""
         settings = self.memory.apply_thresholds(
             relevance_threshold=self.relevance_threshold,
+            similarity_threshold=self.search_threshold,
             salience_threshold=self.salience_threshold,
             source="threshold tuner",
         )
         self.status.value = (
             f"applied: relevance_threshold {settings.relevance_threshold:.2f}, "
+            f"similarity_threshold {settings.similarity_threshold:.2f}, "
             f"salience_threshold {settings.salience_threshold:.2f}"
         )
         return settings

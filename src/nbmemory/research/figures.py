@@ -22,11 +22,19 @@ if TYPE_CHECKING:
     from .subject import MemoryLike as Memory
 
 #: Colours of the figures: relevant / not relevant / the movable threshold.
-COLORS = {"relevant": "#d62728", "not relevant": "#7f7f7f", "threshold": "#1f77b4"}
+COLORS = {
+    "relevant": "#d62728",
+    "not relevant": "#7f7f7f",
+    "threshold": "#1f77b4",
+    "search": "#ff7f0e",
+}
 
 
 def _threshold_lines(
-    fig: go.Figure, spec: Mapping[str, float] | None, threshold: float | None
+    fig: go.Figure,
+    spec: Mapping[str, float] | None,
+    threshold: float | None,
+    search: float | None = None,
 ) -> None:
     for index, (label, value) in enumerate((spec or {}).items()):
         fig.add_vline(
@@ -39,19 +47,16 @@ def _threshold_lines(
             annotation_font_size=10,
             name=f"spec:{label}",
         )
-    if threshold is not None:
-        fig.add_vline(
-            x=float(threshold),
-            line_color=COLORS["threshold"],
-            line_width=3,
-            name="threshold",
-        )
+    for name, value in (("threshold", threshold), ("search", search)):
+        if value is not None:  # the movable lines, found by name (shape_x)
+            fig.add_vline(x=float(value), line_color=COLORS[name], line_width=3, name=name)
 
 
 def similarity_histogram(
     similarities: pd.DataFrame,
     *,
     threshold: float | None = None,
+    search_threshold: float | None = None,
     spec_thresholds: Mapping[str, float] | None = SPEC_THRESHOLDS,
     bins: int = 80,
     normalise: bool | None = None,
@@ -60,8 +65,9 @@ def similarity_histogram(
     """Histogram of similarities, split relevant / not relevant when labels exist.
 
     ``similarities`` comes from :func:`similarity_frame` or
-    :func:`labelled_similarities`.  Dashed lines mark the spec's thresholds; a
-    solid one (named ``threshold``) marks ``threshold`` when given.  With labels the
+    :func:`labelled_similarities`.  Dashed lines mark the spec's thresholds; solid
+    ones mark ``threshold`` (named ``threshold``, blue) and ``search_threshold``
+    (named ``search``, orange) when given.  With labels the
     two groups are drawn as percentages of their own size (``normalise``), since
     relevant pairs are a tiny minority.
     """
@@ -96,7 +102,7 @@ def similarity_histogram(
                 hovertemplate="%{x:.3f}: %{y:.3~f}<extra>" + name + "</extra>",
             )
         )
-    _threshold_lines(fig, spec_thresholds, threshold)
+    _threshold_lines(fig, spec_thresholds, threshold, search_threshold)
     fig.update_layout(
         barmode="overlay",
         title=title or "Similarity of queries to memories",
