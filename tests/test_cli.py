@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nbmemory import Memory
+from nbmemory import InvalidInput, Memory
 from nbmemory.cli import main
 from nbmemory.validation import utcnow
 
@@ -230,3 +230,33 @@ def test_logs_show_what_was_redacted_and_what_failed_never_the_secret(capsys, tm
     assert [r["kind"] for r in records] == ["redaction"] and records[0]["redacted"] == 1
     code, out, err = run(capsys, "logs", "--store", path, "--limit", "0")
     assert code == 1 and "--limit" in err
+
+
+def test_logs_filter_blocklist_shows_refused_files_never_their_content(capsys, tmp_path) -> None:
+    """003: "vectora logs --filter guardian --namespace auth-service" reviews blocked content."""
+    path = str(tmp_path / "guardian.duckdb")
+    secret = tmp_path / "prod.env"
+    secret.write_text("# Keys\n\nDB_PASSWORD=Tr0ub4dor&3\n", encoding="utf-8")
+    with Memory(path, embedder="hash", config=False) as mem:
+        with pytest.raises(InvalidInput, match="refusing to ingest prod.env"):
+            mem.agents_md.sync(secret, namespace="auth-service")
+        assert mem.events(namespace="auth-service").empty  # nothing of it stored
+    for name in ("blocklist", "guardian"):
+        code, out, _ = run(
+            capsys, "logs", "--store", path, "--filter", name, "--namespace", "auth-service"
+        )
+        assert code == 0
+        assert "blocklist  auth-service  refused prod.env (matches *.env" in out
+        assert "Tr0ub4dor" not in out and "DB_PASSWORD" not in out
+    code, out, _ = run(capsys, "logs", "--store", path, "--filter", "blocklist", "--json")
+    assert json.loads(out) == [
+        {
+            "kind": "blocklist",
+            "at": json.loads(out)[0]["at"],
+            "namespace": "auth-service",
+            "file": "prod.env",
+            "pattern": "*.env",
+        }
+    ]
+    code, out, _ = run(capsys, "logs", "--store", path, "--filter", "guardian", "--namespace", "x")
+    assert "nothing to show (guardian)" in out

@@ -3,9 +3,12 @@
 * ``--filter redaction``: the audit rows of writes that redacted secrets, with how
   many (the audit trail keeps counts, not the secrets; the stored text holds
   ``[REDACTED:…]`` markers);
+* ``--filter blocklist`` (or ``guardian``, 003's name): the files refused because
+  they match the blocklist (``.env``, ``*.key``, ``*.pem``), with the pattern,
+  never their content;
 * ``--filter errors``: the memories whose embedding failed, with the reason, and
   what the upkeep thread last failed on;
-* ``--filter all`` (the default): both.
+* ``--filter all`` (the default): all three.
 
 ``--namespace`` narrows to one namespace; ``--limit`` keeps the newest rows.
 """
@@ -27,9 +30,12 @@ def add_commands(sub: Any) -> None:
     store_options(logs)
     logs.add_argument(
         "--filter",
-        choices=("redaction", "errors", "all"),
+        choices=("redaction", "blocklist", "guardian", "errors", "all"),
         default="all",
-        help="redaction: writes that redacted secrets; errors: failed embeddings (default: all)",
+        help=(
+            "redaction: writes that redacted secrets; blocklist (guardian): files refused;"
+            " errors: failed embeddings (default: all)"
+        ),
     )
     logs.add_argument("--namespace", default=None, help="one namespace (default: all)")
     logs.add_argument("--limit", type=int, default=50, help="newest rows of each kind (50)")
@@ -57,6 +63,23 @@ def _redactions(mem: Any, namespace: str | None, limit: int) -> list[dict[str, A
                 "namespace": record["namespace"],
                 "redacted": int(count),
                 "rows": len(record["target_ids"] or []),
+            }
+        )
+    return rows[:limit]
+
+
+def _blocked(mem: Any, namespace: str | None, limit: int) -> list[dict[str, Any]]:
+    trail = mem.audit.log(action="blocked_file", namespace=namespace)
+    rows = []
+    for record in trail.to_dict(orient="records"):
+        details = json.loads(record["details"] or "{}")
+        rows.append(
+            {
+                "kind": "blocklist",
+                "at": str(record["logged_at"]),
+                "namespace": record["namespace"],
+                "file": details.get("file", ""),
+                "pattern": details.get("pattern", ""),
             }
         )
     return rows[:limit]
@@ -94,6 +117,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         rows: list[dict[str, Any]] = []
         if args.filter in ("redaction", "all"):
             rows += _redactions(mem, args.namespace, args.limit)
+        if args.filter in ("blocklist", "guardian", "all"):
+            rows += _blocked(mem, args.namespace, args.limit)
         if args.filter in ("errors", "all"):
             rows += _errors(mem, args.namespace, args.limit)
     if args.json:
@@ -106,6 +131,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
             print(
                 f"{row['at']}  redaction  {row['namespace']}  {row['action']} by {row['actor']}:"
                 f" {row['redacted']} secret(s) redacted in {row['rows']} row(s)"
+            )
+        elif row["kind"] == "blocklist":
+            print(
+                f"{row['at']}  blocklist  {row['namespace']}  refused {row['file']}"
+                f" (matches {row['pattern']}: never read, stored or embedded)"
             )
         else:
             where = f"{row.get('namespace', '')} {row.get('session_id', '')} {row.get('id', '')}"

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import Core
 from ..errors import InvalidInput
 from ..event_rows import build_row
-from ..redaction import check_ingestable
+from ..redaction import blocked_reason, check_ingestable
 from ..validation import check_path, dump_metadata, parse_metadata
 
 if TYPE_CHECKING:
@@ -179,6 +179,16 @@ def sync(core: Core, path: str | os.PathLike[str], *, namespace: str) -> SyncRes
     One transaction: removed sections deleted, changed ones updated (and queued
     for a new vector), new ones added, with their audit rows.
     """
+    pattern = blocked_reason(path)
+    if pattern is not None and not core.store.read_only:
+        # the Guardian's log (003: "logs --filter guardian"): which file, which pattern,
+        # never its content; the refusal itself is raised by read_agents_file below
+        core.writer.audit(
+            "blocked_file",
+            [],
+            namespace,
+            {"file": core.redact(Path(path).name)[0], "pattern": pattern},
+        )
     file, text = read_agents_file(path)
     source = str(file)
     result = SyncResult(path=source, namespace=namespace)

@@ -47,9 +47,9 @@ def _threshold_lines(
             annotation_font_size=10,
             name=f"spec:{label}",
         )
-    for name, value in (("threshold", threshold), ("search", search)):
-        if value is not None:  # the movable lines, found by name (shape_x)
-            fig.add_vline(x=float(value), line_color=COLORS[name], line_width=3, name=name)
+    for name, x in (("threshold", threshold), ("search", search)):
+        if x is not None:  # the movable lines, found by name (shape_x)
+            fig.add_vline(x=float(x), line_color=COLORS[name], line_width=3, name=name)
 
 
 def similarity_histogram(
