@@ -26,7 +26,10 @@ from .stores import opened, store_path
 
 def add_commands(sub: Any) -> None:
     """Register ``logs`` on the ``nbmemory`` parser."""
-    logs = sub.add_parser("logs", help="what was redacted or failed to embed (never the secret)")
+    logs = sub.add_parser(
+        "logs",
+        help="what was redacted, refused by the blocklist or failed to embed (never the secret)",
+    )
     store_options(logs)
     logs.add_argument(
         "--filter",
