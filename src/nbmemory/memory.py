@@ -48,6 +48,7 @@ from .knowledge.agents_md import KIND as AGENTS_MD_KIND
 from .knowledge.agents_md import AgentsMd
 from .knowledge.consolidation import Consolidation
 from .knowledge.fact_book import Facts
+from .knowledge.learnings import Learnings
 from .log.embeddings import Embeddings
 from .log.event_log import EventLog
 from .log.memories import Memories
@@ -142,7 +143,7 @@ class Memory(AstreusNames, OlderNames):
     sessions: SessionsGroup
     #: The audit trail (:class:`~.facade.groups.AuditGroup`).
     audit: AuditGroup
-    #: AGENTS.md sync and watch (:class:`~.facade.groups.AgentsMdGroup`).
+    #: AGENTS.md sync, watch and learnings (:class:`~.facade.groups.AgentsMdGroup`).
     agents_md: AgentsMdGroup
     #: The Astreus memory API (:class:`~.facade.groups.MemoriesGroup`).
     memories: MemoriesGroup
@@ -213,7 +214,7 @@ class Memory(AstreusNames, OlderNames):
             self._audit = Audit(core)
             self.sessions = SessionsGroup(gate, self._sessions)
             self.audit = AuditGroup(gate, self._audit)
-            self.agents_md = AgentsMdGroup(gate, self._agents_md)
+            self.agents_md = AgentsMdGroup(gate, self._agents_md, Learnings(core))
             self.memories = MemoriesGroup(gate, Memories(core))
             self.consolidation = ConsolidationGroup(gate, self._consolidation)
             self.embeddings = EmbeddingsGroup(gate, self._embeddings)
