@@ -84,18 +84,23 @@ class ContextCache:
         with self._lock:
             return (self._everywhere, self._by_namespace.get(namespace, 0))
 
-    def get(self, namespace: str, session_id: str, key: tuple[Any, ...]) -> Context | None:
-        """The context built for ``key`` if nothing it depends on changed since."""
+    def get(
+        self, namespace: str, session_id: str, key: tuple[Any, ...], *, last: bool = True
+    ) -> Context | None:
+        """The context built for ``key`` if nothing it depends on changed since; ``last``:
+        the agent asked for it (a prefetch looking first does not)."""
         where = (namespace, session_id)
         with self._lock:
             now = (self._everywhere, self._by_namespace.get(namespace, 0))
             for entry in self._sessions.get(where, []):
                 if entry.key == key and entry.stamp == now:
                     self._sessions.move_to_end(where)
-                    self._last[where] = key
-                    self.hits += 1
+                    if last:
+                        self._last[where] = key
+                        self.hits += 1
                     return entry.context
-            self.misses += 1
+            if last:
+                self.misses += 1
             return None
 
     def put(

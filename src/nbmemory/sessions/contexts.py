@@ -148,6 +148,7 @@ class SessionContexts:
                 session_id, query, namespace=ns, settings=settings, **options
             )
             return self._agents_first(context) if self._flag(ns, session_id) else context
+        self.core.store.refresh()  # another writer's commits make contexts stale too
         key = self._key(ns, session_id, query, options, settings)
         cached = self.cache.get(ns, session_id, key)
         if cached is not None:
@@ -250,8 +251,9 @@ class SessionContexts:
         }
 
         def build() -> None:
+            self.core.store.refresh()
             key = self._key(namespace, session_id, query, options, None)
-            if self.cache.get(namespace, session_id, key) is None:
+            if self.cache.get(namespace, session_id, key, last=False) is None:
                 self._build(namespace, session_id, query, options, None, key, last=False)
 
         self._run(build)
