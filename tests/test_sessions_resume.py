@@ -312,8 +312,6 @@ def test_the_next_plan_step_is_prefetched_in_the_background_when_a_session_resum
 
         mem.sessions.resume(sid)  # nothing changed since: the prefetch is what is read
         assert mem._contexts.wait_prefetched(30)
-        prefetched = mem._contexts.cache.last(mem.namespace, sid)
-        assert prefetched is not None
         ran = mem.store.statements_run
         assert mem.get_context(sid, step) is context
         assert mem.store.statements_run == ran
@@ -362,3 +360,21 @@ def test_another_memory_writing_the_same_file_makes_the_cache_stale(store_path: 
         peer.flush()
         again = mem.get_context(sid, "the token check")
         assert again is not first and new in again.ids
+
+
+def test_no_deleted_text_stays_in_the_cache(mem: Memory) -> None:
+    """Erasure reaches the cache: a context holding a deleted event is dropped at once
+    (not only made stale), and deleting or forgetting a session drops its questions."""
+    mem.clock = FixedClock()
+    sid = _working_session(mem)
+    secret = mem.add_event(sid, "user", "my locker code is 4711").id
+    mem.flush()
+    held = mem.get_context(sid, "locker code")
+    other = mem.get_context(sid, "the token check", recency_limit=0, relevance_limit=1)
+    assert secret in held.ids and secret not in other.ids
+    mem.delete(secret)
+    kept = mem._contexts.cache.kept(mem.namespace, sid)
+    assert held not in kept and other in kept
+    mem.sessions.delete(sid, events=True)
+    assert mem._contexts.cache.kept(mem.namespace, sid) == []
+    assert mem._contexts.cache.last(mem.namespace, sid) is None

@@ -13,7 +13,9 @@ way the indexes and working memory do:
   that namespace stale;
 * events updated, deleted or losing their vector (announced by id only) and any
   change the store cannot describe (another process, plain SQL) make every context
-  of every namespace stale;
+  of every namespace stale; a context holding a deleted event, and every context
+  after a change the store cannot describe, is dropped at once (no deleted text is
+  kept here);
 * session touches, opens and closes change no context and are ignored.
 
 A context is kept with the *stamp* (change counters) read before it was built, so
@@ -78,6 +80,17 @@ class ContextCache:
                 self._everywhere += 1
             for namespace in namespaces:
                 self._by_namespace[namespace] = self._by_namespace.get(namespace, 0) + 1
+            if change.unknown or change.deleted:  # no deleted text stays in memory here
+                self._forget(None if change.unknown else set(change.deleted))
+
+    def _forget(self, ids: set[str] | None) -> None:
+        """Drop the contexts holding any of ``ids`` (every context: None)."""
+        for where, entries in list(self._sessions.items()):
+            kept = [] if ids is None else [e for e in entries if ids.isdisjoint(e.context.ids)]
+            if kept:
+                self._sessions[where] = kept
+            else:
+                del self._sessions[where]
 
     def stamp(self, namespace: str) -> Stamp:
         """The change counters a context of ``namespace`` built now is valid for."""
@@ -125,23 +138,22 @@ class ContextCache:
             while len(self._sessions) > MAX_SESSIONS:
                 gone, _ = self._sessions.popitem(last=False)
                 self._last.pop(gone, None)
+            while len(self._last) > 4 * MAX_SESSIONS:  # of sessions whose contexts were dropped
+                self._last.pop(next(iter(self._last)))
 
-    def last(self, namespace: str, session_id: str) -> Entry | None:
-        """The entry of the context the session last asked for (fresh or stale), if kept."""
-        where = (namespace, session_id)
+    def last(self, namespace: str, session_id: str) -> tuple[Any, ...] | None:
+        """The key of the context the session last asked for (kept even when the context
+        itself was dropped), or None."""
         with self._lock:
-            key = self._last.get(where)
-            for entry in self._sessions.get(where, []):
-                if entry.key == key:
-                    return entry
-            return None
+            return self._last.get((namespace, session_id))
 
-    def fresh(self, namespace: str, entry: Entry) -> bool:
-        """Whether nothing ``entry``'s context depends on changed since it was built."""
-        return entry.stamp == self.stamp(namespace)
+    def kept(self, namespace: str, session_id: str) -> list[Context]:
+        """The contexts kept for a session, oldest first (fresh or stale)."""
+        with self._lock:
+            return [entry.context for entry in self._sessions.get((namespace, session_id), [])]
 
     def drop(self, namespace: str, session_id: str) -> None:
-        """Forget a session's contexts (it was deleted or its settings changed)."""
+        """Forget a session's contexts and its last question (the session was deleted)."""
         with self._lock:
             self._sessions.pop((namespace, session_id), None)
             self._last.pop((namespace, session_id), None)

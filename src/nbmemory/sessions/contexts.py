@@ -218,10 +218,10 @@ class SessionContexts:
         """The context the session last asked for: the cached one when nothing it depends
         on changed, else built again with the same question and parameters (None when
         the session built none in this process)."""
-        entry = self.cache.last(namespace, session_id)
-        if entry is None:
+        key = self.cache.last(namespace, session_id)
+        if key is None:
             return None
-        query, options = entry.key[0], dict(entry.key[1])
+        query, options = key[0], dict(key[1])
         return self.get_context(session_id, query, namespace=namespace, **options)
 
     # -- prefetch -----------------------------------------------------------------------

@@ -426,6 +426,8 @@ class Sessions:
                 details["audit_rows_pseudonymised"] = rows
             if gone or forget:
                 tx.audit("session_delete", [target], ns, details)
+        if self.contexts is not None:  # its questions and contexts go with it
+            self.contexts.cache.drop(ns, session_id)
         result = {"sessions": len(gone), "events": len(removed)}
         if forget:
             result["audit_rows"] = rows
@@ -476,6 +478,9 @@ class Sessions:
                 tx.audit("forget_user", [user], space, details)
             if not counts and ns is None and rows:
                 tx.audit("forget_user", [user], None, {"audit_rows_pseudonymised": rows})
+        if self.contexts is not None:
+            for space, sid in keys:
+                self.contexts.cache.drop(space, sid)
         return {
             "user": user,
             "sessions": sum(c[0] for c in counts.values()),
