@@ -44,9 +44,11 @@ from .facade.groups import (
 )
 from .facade.research_group import ResearchGroup
 from .facade.upkeep import Upkeep
+from .knowledge.agents_md import KIND as AGENTS_MD_KIND
 from .knowledge.agents_md import AgentsMd
 from .knowledge.consolidation import Consolidation
 from .knowledge.fact_book import Facts
+from .knowledge.learnings import Learnings
 from .log.embeddings import Embeddings
 from .log.event_log import EventLog
 from .log.memories import Memories
@@ -55,6 +57,7 @@ from .retrieval import Embedder, Retriever, estimate_tokens, resolve_embedder
 from .retrieval.embedders import close_embedder
 from .retrieval.rerank import Reranker, as_reranker
 from .sessions.audit_trail import Audit
+from .sessions.contexts import SessionContexts
 from .sessions.lifecycle import Sessions
 from .store import Store, open_store
 from .transfer.json_files import Transfer
@@ -140,7 +143,7 @@ class Memory(AstreusNames, OlderNames):
     sessions: SessionsGroup
     #: The audit trail (:class:`~.facade.groups.AuditGroup`).
     audit: AuditGroup
-    #: AGENTS.md sync and watch (:class:`~.facade.groups.AgentsMdGroup`).
+    #: AGENTS.md sync, watch and learnings (:class:`~.facade.groups.AgentsMdGroup`).
     agents_md: AgentsMdGroup
     #: The Astreus memory API (:class:`~.facade.groups.MemoriesGroup`).
     memories: MemoriesGroup
@@ -204,11 +207,14 @@ class Memory(AstreusNames, OlderNames):
             self.tasks = TasksGroup(gate, Scheduler(core))
             self.macros = MacrosGroup(gate, Macros(core))
             self.prefixes = PrefixesGroup(gate, Prefixes(core))
-            self._sessions = Sessions(core)
+            self._contexts = SessionContexts(
+                core, agents_kind=AGENTS_MD_KIND, run=lambda call: gate.run(call, one_turn=False)
+            )
+            self._sessions = Sessions(core, self._contexts)
             self._audit = Audit(core)
             self.sessions = SessionsGroup(gate, self._sessions)
             self.audit = AuditGroup(gate, self._audit)
-            self.agents_md = AgentsMdGroup(gate, self._agents_md)
+            self.agents_md = AgentsMdGroup(gate, self._agents_md, Learnings(core))
             self.memories = MemoriesGroup(gate, Memories(core))
             self.consolidation = ConsolidationGroup(gate, self._consolidation)
             self.embeddings = EmbeddingsGroup(gate, self._embeddings)
@@ -256,6 +262,9 @@ class Memory(AstreusNames, OlderNames):
             consolidation = getattr(self, "_consolidation", None)
             if consolidation is not None:
                 consolidation.stop()
+            contexts = getattr(self, "_contexts", None)
+            if contexts is not None:
+                contexts.stop()
             if self._owns_embedder and core is not None:
                 close_embedder(core.embedder)
         store.close()
@@ -413,6 +422,7 @@ class Memory(AstreusNames, OlderNames):
             return
         self._gate.closed = True
         self._agents_md.stop()  # watchers write through the store
+        self._contexts.stop()
         upkeep = getattr(self, "_upkeep", None)
         if upkeep is not None:
             upkeep.stop()
@@ -455,7 +465,7 @@ class Memory(AstreusNames, OlderNames):
     events = delegate("_events", EventLog.events)
     recent = delegate("_events", EventLog.recent)
     search = delegate("_retriever", Retriever.search)
-    get_context = delegate("_retriever", Retriever.get_context)
+    get_context = delegate("_contexts", SessionContexts.get_context)
     flush = delegate("_embeddings", Embeddings.flush, one_turn=False)
 
     def status(self) -> dict[str, Any]:

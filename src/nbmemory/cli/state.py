@@ -1,4 +1,4 @@
-"""``nbmemory state ...``, ``nbmemory memory sync|purge|reembed`` and ``nbmemory health``.
+"""``nbmemory state ...``, ``nbmemory memory sync|learn|purge|reembed`` and ``nbmemory health``.
 
 ::
 
@@ -9,6 +9,7 @@
     nbmemory state export  --output FILE [--session-id ID] [--namespace NS]
     nbmemory state import  --input FILE [--namespace NS]
     nbmemory memory sync   --file AGENTS.md [--namespace NS]
+    nbmemory memory learn  --section S --text T [--file AGENTS.md] [--namespace NS]
     nbmemory memory purge  [--fact-history] [--rotate-pseudonym-key] [--expire-snapshots]
     nbmemory memory reembed [--failed] [--namespace NS]
     nbmemory health
@@ -234,6 +235,19 @@ def cmd_memory_sync(args: argparse.Namespace) -> int:
             print(f"  {label}: {key}")
     for key in result.removed:
         print(f"  removed: {key}")
+    return 0
+
+
+def cmd_memory_learn(args: argparse.Namespace) -> int:
+    """Append a learning to a section of AGENTS.md (redacted), then sync the file."""
+    with _open(args) as mem:
+        result = mem.agents_md.add_learning(
+            args.section, args.text, path=args.file, namespace=args.namespace
+        )
+        _wait_for_embeddings(mem)
+        _report_pending(mem)
+    print(f"learning added to {result.path}: section {result.learning}")
+    print(str(result))
     return 0
 
 
@@ -468,6 +482,16 @@ def add_commands(sub: Any) -> None:
     _common(sync)
     sync.add_argument("--file", default="AGENTS.md", help="the file (default ./AGENTS.md)")
     sync.set_defaults(func=cmd_memory_sync)
+    learn = memory_sub.add_parser(
+        "learn", help="append a learning to a section of AGENTS.md (redacted) and sync it"
+    )
+    _common(learn)
+    learn.add_argument("--section", required=True, help="the heading to append under")
+    learn.add_argument("--text", required=True, help="the learning (one list item)")
+    learn.add_argument(
+        "--file", default=None, help="the AGENTS.md (default: the configured one, else ./AGENTS.md)"
+    )
+    learn.set_defaults(func=cmd_memory_learn)
     purge = memory_sub.add_parser(
         "purge", help="rewrite the store so deleted or changed text is gone from its bytes"
     )

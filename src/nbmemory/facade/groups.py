@@ -20,6 +20,7 @@ from ..automation.tool_macros import Macros
 from ..knowledge.agents_md import AgentsMd
 from ..knowledge.consolidation import Consolidation, Consolidator
 from ..knowledge.fact_book import Facts
+from ..knowledge.learnings import Learnings
 from ..log.embeddings import Embeddings
 from ..log.memories import Memories
 from ..sessions.audit_trail import Audit
@@ -134,11 +135,18 @@ class AuditGroup(Group):
 
 
 class AgentsMdGroup(Group):
-    """AGENTS.md as memories: each heading section one memory of kind ``agents_md``."""
+    """AGENTS.md as memories: each heading section one memory of kind ``agents_md``;
+    ``add_learning`` appends what the agent learnt to the file and syncs it."""
 
     _attribute = "agents_md"
+
+    def __init__(self, gate: Gate, feature: AgentsMd, learnings: Learnings) -> None:
+        super().__init__(gate, feature)
+        self._learnings = learnings
+
     sync = delegate("_feature", AgentsMd.sync)
     watch = delegate("_feature", AgentsMd.watch, one_turn=False)
+    add_learning = delegate("_learnings", Learnings.add_learning)
 
 
 class MemoriesGroup(Group):

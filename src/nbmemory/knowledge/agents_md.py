@@ -38,7 +38,7 @@ from ..redaction import blocked_reason, check_ingestable
 from ..validation import check_path, dump_metadata, parse_metadata
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,6 @@ def parse_sections(markdown: str) -> list[Section]:
     stack: list[tuple[int, str]] = []
     seen: dict[str, int] = {}
     current: tuple[str, int, list[str]] = (PREAMBLE, 0, [])
-    fence: str | None = None
 
     def finish() -> None:
         heading, level, lines = current
@@ -94,6 +93,24 @@ def parse_sections(markdown: str) -> list[Section]:
         text = (lines[0].strip() + "\n\n" + body) if level else body
         sections.append(Section(key=key, heading=heading, level=level, text=text))
 
+    for line, found in scan_lines(markdown):
+        if found is None:
+            current[2].append(line)
+            continue
+        finish()
+        level, heading = found
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, heading))
+        current = (heading, level, [line])
+    finish()
+    return sections
+
+
+def scan_lines(markdown: str) -> Iterator[tuple[str, tuple[int, str] | None]]:
+    """Each line of ``markdown`` with ``(level, heading)`` when it is a heading
+    (headings inside fenced code blocks are text)."""
+    fence: str | None = None
     for line in markdown.splitlines():
         fence_match = _FENCE_RE.match(line)
         if fence_match:
@@ -103,18 +120,7 @@ def parse_sections(markdown: str) -> list[Section]:
             elif marker.startswith(fence):
                 fence = None
         match = _HEADING_RE.match(line) if fence is None and not fence_match else None
-        if match is None:
-            current[2].append(line)
-            continue
-        finish()
-        level = len(match.group(1))
-        heading = match.group(2).strip()
-        while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, heading))
-        current = (heading, level, [line])
-    finish()
-    return sections
+        yield line, None if match is None else (len(match.group(1)), match.group(2).strip())
 
 
 def section_id(namespace: str, source: str, key: str) -> str:
@@ -134,6 +140,8 @@ class SyncResult:
     removed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     redacted: int = 0
+    #: The section a learning was appended to (``mem.agents_md.add_learning``), if any.
+    learning: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -148,6 +156,7 @@ class SyncResult:
             "removed": list(self.removed),
             "unchanged": list(self.unchanged),
             "redacted": self.redacted,
+            "learning": self.learning,
         }
 
     def __str__(self) -> str:

@@ -18,6 +18,15 @@ Rules (all of them tested in ``tests/test_sessions.py``):
   first (its state is kept, status ``closed``, audit action ``session_evicted``);
   it is never an error.
 * Closing a session persists its final state.
+* ``start(..., load_agents_md=True)`` records ``{"context": {"load_agents_md": true}}``
+  in the state (003's harness option): the namespace's AGENTS.md sections come first
+  in every context of the session (:mod:`.contexts`), and its first context is
+  built at once (003: "Carrega o AGENTS.md se presente e atualiza o cache de contexto").
+* A resumed session (``resume``, ``start`` with an existing id) comes back with its
+  plan (``state["current_plan"]``), its tool history (the tool calls its turns
+  recorded, :mod:`.tool_history`) and its last built context (from the context
+  cache when nothing it depends on changed, built again otherwise), and the
+  context of its next plan step is prefetched in the background.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from ..config import Settings
 from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
 from ..pseudonyms import Pseudonyms, pseudonymise_trail
+from ..retrieval.context import Context
 from ..store.sessions import ACTIVE, SESSION_COLUMNS
 from ..validation import (
     MAX_NAME_BYTES,
@@ -44,6 +54,8 @@ from ..validation import (
     dump_json,
     shown,
 )
+from .contexts import SessionContexts, agents_md_flag
+from .tool_history import tool_history
 
 _DEFAULT_LIMITS = Settings().payload_limits
 
@@ -71,6 +83,36 @@ def new_session_id() -> str:
     return "sess_" + uuid.uuid4().hex[:16]
 
 
+#: A plan step in one of these states is behind the agent (``{"step": ..., "status": ...}``).
+DONE = frozenset({"done", "completed", "complete", "skipped", "finished"})
+_STEP_TEXT = ("step", "description", "title", "task", "text", "name")
+
+
+def next_step(plan: Any) -> str | None:
+    """The text of the first step of a plan not marked done, or None.
+
+    A step is a string, or a dict with its text under ``step`` (or ``description``,
+    ``title``, ``task``, ``text``, ``name``) and ``done: true`` or a ``status`` in
+    :data:`DONE` once it is behind the agent.
+    """
+    if not isinstance(plan, list):
+        return None
+    for step in plan:
+        if isinstance(step, str):
+            if step.strip():
+                return step
+            continue
+        if not isinstance(step, dict) or step.get("done") is True:
+            continue
+        if str(step.get("status", "")).lower() in DONE:
+            continue
+        for name in _STEP_TEXT:
+            text = step.get(name)
+            if isinstance(text, str) and text.strip():
+                return text
+    return None
+
+
 @dataclass
 class Session:
     """One row of ``sessions``; ``state`` is the parsed JSON object."""
@@ -83,6 +125,26 @@ class Session:
     last_activity: dt.datetime
     closed_at: dt.datetime | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    #: The tool calls its turns recorded, oldest first (filled when it is resumed).
+    tool_history: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)
+    #: The context it last built (filled when it is resumed or started with AGENTS.md).
+    context: Context | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def plan(self) -> list[Any]:
+        """The current plan (``state["current_plan"]``)."""
+        plan = self.state.get("current_plan")
+        return plan if isinstance(plan, list) else []
+
+    @property
+    def next_step(self) -> str | None:
+        """The first step of the plan not marked done (see :func:`next_step`)."""
+        return next_step(self.plan)
+
+    @property
+    def load_agents_md(self) -> bool:
+        """Whether the namespace's AGENTS.md comes first in its contexts."""
+        return agents_md_flag(self.state)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Session:
@@ -105,6 +167,15 @@ class Session:
         return {**self.to_dict(), "state": dump_state(self.state)}
 
 
+def _with_agents_md(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with ``context.load_agents_md`` set (other ``context`` keys kept)."""
+    context = state.get("context")
+    return {
+        **state,
+        "context": {**(context if isinstance(context, dict) else {}), "load_agents_md": True},
+    }
+
+
 def parse_state(raw: Any) -> dict[str, Any]:
     if raw is None:
         return {}
@@ -125,8 +196,9 @@ def dump_state(state: Any, limits: JsonLimits | None = None) -> str:
 class Sessions:
     """Start, continue, save, close, delete, list and clean up sessions."""
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, contexts: SessionContexts | None = None) -> None:
         self.core = core
+        self.contexts = contexts
 
     def _get(self, namespace: str, session_id: str) -> Session | None:
         record = self.core.store.sessions.get(namespace, session_id)
@@ -139,6 +211,7 @@ class Sessions:
         namespace: str | None = None,
         session_id: str | None = None,
         state: dict[str, Any] | None = None,
+        load_agents_md: bool = False,
     ) -> Session:
         """Create a session for ``user_id`` in the namespace, or continue ``session_id``.
 
@@ -147,7 +220,12 @@ class Sessions:
         ``{"current_plan": [], "tool_history": []}``).  When the user already has
         ``max_concurrent_sessions`` (5) active sessions in the namespace, the least
         recently active one is closed first (state kept, audit ``session_evicted``).
+        ``load_agents_md=True`` puts the namespace's AGENTS.md sections (synced by
+        ``mem.agents_md``) before every other memory in the session's contexts, kept
+        in its state as ``{"context": {"load_agents_md": true}}``; the session comes
+        back with its first context built (``session.context``).
         """
+        load_agents_md = check_flag(load_agents_md, "load_agents_md")
         ns = self.core.ns(namespace)
         if not isinstance(user_id, str):
             raise InvalidInput(f"user_id must be a string, got {shown(user_id)}")
@@ -161,10 +239,16 @@ class Sessions:
                         f"session {session_id!r} belongs to user {existing.user_id!r}, "
                         f"not {user_id!r}; start a new session instead"
                     )
+                if load_agents_md and not existing.load_agents_md:  # asked for on a later start
+                    self._resume(session_id, namespace=ns, reopen=True)
+                    context = _with_agents_md(existing.state)["context"]
+                    self.save_state(session_id, {"context": context}, namespace=ns)
                 return self.resume(session_id, namespace=ns, reopen=True)
         if state is not None and not isinstance(state, dict):
             raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
         initial = default_state() if state is None else dict(state)
+        if load_agents_md:
+            initial = _with_agents_md(initial)
         dump_state(initial, self.core.settings.payload_limits)  # before anything is written
         now = self.core.clock()
         s = self.core.settings
@@ -186,7 +270,14 @@ class Sessions:
                     },
                 )
             tx.sessions.insert(session.to_row())
-            tx.audit("session_start", [session.session_id], ns, {"user_id": user_id})
+            details: dict[str, Any] = {"user_id": user_id}
+            if load_agents_md:
+                details["load_agents_md"] = True
+            tx.audit("session_start", [session.session_id], ns, details)
+        if self.contexts is not None:
+            self.contexts.set_flag(ns, session.session_id, load_agents_md)
+            if load_agents_md:
+                session.context = self.contexts.get_context(session.session_id, namespace=ns)
         return session
 
     def resume(
@@ -195,7 +286,29 @@ class Sessions:
         """Load a session and mark it used now; :class:`SessionNotFound` if gone or expired.
 
         A closed session is an error unless ``reopen=True`` (then it is active again).
+        The session comes back with its plan (``session.plan``, ``session.next_step``),
+        its tool history (``session.tool_history``: the tool calls its turns
+        recorded) and its last built context (``session.context``: the cached one
+        when nothing it depends on changed, built again otherwise; None when it built
+        none in this process).  The context of its next plan step is prefetched on a
+        background thread, so the agent's ``get_context(session_id, next_step)`` finds it
+        built; the call never waits for it.
         """
+        session = self._resume(session_id, namespace=namespace, reopen=reopen)
+        session.tool_history = tool_history(self.core, session.namespace, session.session_id)
+        contexts = self.contexts
+        if contexts is not None:
+            contexts.set_flag(session.namespace, session.session_id, session.load_agents_md)
+            session.context = contexts.last_context(session.namespace, session.session_id)
+            step = session.next_step
+            if step is not None:
+                contexts.prefetch(session.session_id, step, namespace=session.namespace)
+        return session
+
+    def _resume(
+        self, session_id: str, *, namespace: str | None = None, reopen: bool = False
+    ) -> Session:
+        """Mark a session used now (reopened with ``reopen``) and return it as stored."""
         ns = self.core.ns(namespace)
         session_id = check_name(session_id, "session_id")
         now = self.core.clock()
@@ -243,13 +356,16 @@ class Sessions:
         dump_state(state, limits)  # a refused state changes nothing, not even last_activity
         saved = self.get(session_id, namespace=namespace)
         text = dump_state({**saved.state, **state} if merge else dict(state), limits)
-        session = self.resume(session_id, namespace=namespace)
+        session = self._resume(session_id, namespace=namespace)
         with self.core.writer.transaction() as tx:
             tx.sessions.save_state(session.namespace, session.session_id, text, self.core.clock())
             tx.audit(
                 "session_state", [session.session_id], session.namespace, {"keys": sorted(state)}
             )
-        return self.get(session.session_id, namespace=session.namespace)
+        saved = self.get(session.session_id, namespace=session.namespace)
+        if self.contexts is not None:
+            self.contexts.set_flag(saved.namespace, saved.session_id, saved.load_agents_md)
+        return saved
 
     def close(
         self,
@@ -310,6 +426,8 @@ class Sessions:
                 details["audit_rows_pseudonymised"] = rows
             if gone or forget:
                 tx.audit("session_delete", [target], ns, details)
+        if self.contexts is not None:  # its questions and contexts go with it
+            self.contexts.cache.drop(ns, session_id)
         result = {"sessions": len(gone), "events": len(removed)}
         if forget:
             result["audit_rows"] = rows
@@ -360,6 +478,9 @@ class Sessions:
                 tx.audit("forget_user", [user], space, details)
             if not counts and ns is None and rows:
                 tx.audit("forget_user", [user], None, {"audit_rows_pseudonymised": rows})
+        if self.contexts is not None:
+            for space, sid in keys:
+                self.contexts.cache.drop(space, sid)
         return {
             "user": user,
             "sessions": sum(c[0] for c in counts.values()),

@@ -22,6 +22,18 @@ class SessionsTable(TableObject):
     table = SESSIONS
 
     # -- reads ------------------------------------------------------------------------
+    def tool_turns(self, namespace: str, session_id: str, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` turns of a session that call tools or answer a call, oldest first."""
+        rows: list[dict[str, Any]] = self.store.run(
+            "SELECT * FROM (SELECT id, role, tool_call_id, tool_name, tool_calls_json, content,"
+            " metadata, created_at, seq FROM events WHERE namespace = ? AND session_id = ?"
+            " AND (tool_calls_json IS NOT NULL OR role = 'tool' OR tool_name IS NOT NULL)"
+            " ORDER BY created_at DESC, seq DESC LIMIT ?) ORDER BY created_at, seq",
+            [namespace, session_id, int(limit)],
+            "records",
+        )
+        return rows
+
     def get(self, namespace: str, session_id: str) -> dict[str, Any] | None:
         rows = self.store.run(
             f"SELECT {_SESSION} FROM sessions WHERE namespace = ? AND session_id = ?",
