@@ -74,7 +74,7 @@ def check_limit(value: Any, name: str, *, allow_zero: bool = True) -> int:
 def check_flag(value: Any, name: str) -> bool:
     """An option that must be a real bool: a truthy ``"no"`` erases nothing by mistake."""
     if not isinstance(value, bool):
-        raise InvalidInput(f"{name} must be True or False, got {value!r}")
+        raise InvalidInput(f"{name} must be True or False, got {shown(value)}")
     return value
 
 
