@@ -281,3 +281,65 @@ def test_a_store_from_before_m006_migrates_and_a_newer_one_is_refused(store_path
         Memory(store_path, embedder="hash")
     with Memory(store_path, embedder="hash", read_only=True) as reader:
         assert len(reader.consolidation.archive()) == 4
+
+
+# -- the summarizer hook -------------------------------------------------------------------
+class FakeChat:
+    """A chat-completions client of OpenAI's shape that answers from a script."""
+
+    def __init__(self, answer: str | Exception) -> None:
+        self.answer = answer
+        self.calls: list[dict] = []
+        self.chat = self
+        self.completions = self
+
+    def create(self, *, model: str, messages: list[dict]):
+        self.calls.append({"model": model, "messages": messages})
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        message = type("Message", (), {"content": self.answer})()
+        return type("Reply", (), {"choices": [type("Choice", (), {"message": message})()]})()
+
+
+def _documented_summarizer():
+    """The ``llm_summarizer`` block of docs/python-api.md, as it is written there."""
+    from test_docs import ROOT, code_blocks
+
+    (block,) = [
+        b for b in code_blocks(ROOT / "docs" / "python-api.md") if "def llm_summarizer" in b.code
+    ]
+    code = block.code.split("\nmem.consolidation.run(")[0].replace("from openai import OpenAI", "")
+    namespace: dict = {}
+    exec(compile(code, block.where(), "exec"), namespace)
+    return namespace["llm_summarizer"], block.code
+
+
+def test_an_llm_client_plugs_in_as_the_summarizer_as_the_docs_show(store_path) -> None:
+    """000: the background task "comprime conversas antigas em resumos usando o modelo
+    fast": any LLM client wrapped as in docs/python-api.md summarises; a failing one
+    leaves the chunk for the next run; without one the extractive default runs."""
+    llm_summarizer, code = _documented_summarizer()
+    assert "mem.consolidation.start(summarizer=llm_summarizer(OpenAI()), compact=True)" in code
+    with Memory(store_path, **_options()) as mem:
+        ids = _seed(mem)
+        down = FakeChat(TimeoutError("rate limited"))
+        report = mem.consolidation.run(summarizer=llm_summarizer(down), now=NOW, compact=True)
+        assert "rate limited" in report.failures["s1"] and report.archived == 0
+        assert list(mem.events()["id"]) == ids  # nothing moved, nothing marked
+
+        client = FakeChat("The user set a vault code word and deploys on Fridays.")
+        report = mem.consolidation.run(summarizer=llm_summarizer(client), now=NOW, compact=True)
+
+        assert report.ok and report.archived == 4
+        (call,) = client.calls
+        assert call["model"] == "gpt-4o-mini"
+        transcript = call["messages"][1]["content"]
+        assert transcript.splitlines() == [f"{role}: {text}" for role, text in CONVERSATION]
+        summary = mem.get(report.summary_ids[0])
+        assert summary.content == "The user set a vault code word and deploys on Fridays."
+        assert summary.metadata["summarizer"] == "summarize"
+        assert set(mem.events()["kind"]) == {"summary"}
+
+        _seed(mem, "s2")  # the default stays the offline extractive summary
+        report = mem.consolidation.run(now=NOW, session_id="s2")
+        assert mem.get(report.summary_ids[0]).metadata["summarizer"] == "extractive_summary"
