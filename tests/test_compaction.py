@@ -343,3 +343,26 @@ def test_an_llm_client_plugs_in_as_the_summarizer_as_the_docs_show(store_path) -
         _seed(mem, "s2")  # the default stays the offline extractive summary
         report = mem.consolidation.run(now=NOW, session_id="s2")
         assert mem.get(report.summary_ids[0]).metadata["summarizer"] == "extractive_summary"
+
+
+@pytest.mark.parametrize("mode", ["vector", "keyword"])
+def test_a_restore_beside_saved_indexes_is_found_by_the_next_process(store_path, mode) -> None:
+    """The saved copies of the indexes (``<store>.nbmemory-index/``) hold a store's rows
+    in order; a restore puts rows back before their end, and the next process still
+    finds them (it must not take the copies plus "what came after" for the table)."""
+    options = _options(index_cache_min_rows=1)
+    with Memory(store_path, **options) as mem:
+        for i in range(30):
+            mem.add_event("keep", "user", f"the keeper plan number {i}")
+        ids = _seed(mem)
+        mem.flush()
+        summary = mem.consolidation.run(compact=True).summary_ids[0]  # archived now
+        mem.search("keeper plan", mode=mode)  # builds (and at close saves) the index
+    assert Path(store_path + ".nbmemory-index").is_dir()
+    with Memory(store_path, **options) as mem:
+        assert not mem.search("vault code word", limit=10, mode=mode)["id"].isin(ids).any()
+        assert mem.consolidation.restore(summary) == 4
+        assert mem.search("vault code word", limit=10, mode=mode)["id"].isin(ids).sum() >= 2
+    with Memory(store_path, **options) as mem:
+        assert mem.search("vault code word", limit=10, mode=mode)["id"].isin(ids).sum() >= 2
+        assert mem.search("fleet Fridays", limit=10, mode=mode)["id"].isin(ids).sum() >= 2
