@@ -76,7 +76,7 @@ def test_compaction_replaces_the_originals_by_their_summary_everywhere(store_pat
         events = mem.events(session_id="s1")
         assert not events["id"].isin(ids).any()
         assert sorted(events["kind"]) == ["message", "summary"]
-        assert mem.status()["events"] == 2
+        assert mem.status()["events"] == 2 and mem.status()["archived"] == 4
         hits = mem.search("vault code word", limit=10)
         assert not hits["id"].isin(ids).any() and summary in set(hits["id"])
         context = set(_ids(mem.get_context("s1", "vault code word")))
