@@ -62,6 +62,21 @@ def test_write_benchmark_runs_and_every_row_is_embedded() -> None:
     assert len(row.split("|")) == 11
 
 
+def test_session_index_benchmark_runs_with_and_without_the_index() -> None:
+    """benchmarks/bench_session_index.py at a tiny size (it asserts the index is there,
+    or dropped, and every row stored)."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_session_index.py")]
+        + ["--rows", "400", "--sessions", "20", "--batch", "200", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| without |" in result.stdout and "| with the index |" in result.stdout
+
+
 def test_signals_benchmark_runs_and_the_signals_act() -> None:
     """benchmarks/bench_signals.py at a tiny size: both tables, and the speaker signal
     fired on the synthetic transcript (so "on" really differs from "off")."""

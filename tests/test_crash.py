@@ -453,3 +453,99 @@ def test_a_kill_while_an_older_store_is_re_embedded_as_passages_leaves_it_whole(
             " re-embedded as passages"
         )
     assert _passage_state(path) == (0, 0, 300)
+
+
+COMPACT_CHILD = """
+import sys
+import threading
+sys.path.insert(0, sys.argv[2])
+from nbmemory import Memory
+
+path = sys.argv[1]
+mem = Memory(path, embedder="hash", background_consolidation=False)
+
+
+def summarizer(events):  # prints each chunk as its transaction is about to start
+    print(events[0]["id"], flush=True)
+    return "summary of " + str(len(events)) + " events"
+
+
+mem.consolidation.run(summarizer=summarizer, compact=True, chunk_size=10, older_than_hours=1)
+print("done", flush=True)
+threading.Event().wait()
+"""
+
+#: Compaction's invariants, read from the file: every event once (in events or in the
+#: archive), each archived row's summary stored and naming it, each summary's sources
+#: all archived, vectors only beside their rows, nothing marked and left behind.
+COMPACT_STATE = """
+SELECT
+  (SELECT count(*) FROM events WHERE kind = 'message'),
+  (SELECT count(*) FROM event_archive),
+  (SELECT count(*) FROM events e JOIN event_archive a USING (id)),
+  (SELECT count(*) FROM event_archive a WHERE NOT EXISTS (SELECT 1 FROM events s
+     WHERE s.id = a.summary_id AND s.kind = 'summary'
+     AND list_contains(json_extract_string(s.metadata, '$.source_ids[*]'), a.id))),
+  (SELECT count(*) FROM (SELECT s.id, len(json_extract_string(s.metadata, '$.source_ids[*]')) AS n,
+     (SELECT count(*) FROM event_archive a WHERE a.summary_id = s.id) AS moved
+     FROM events s WHERE s.kind = 'summary') WHERE n != moved),
+  (SELECT count(*) FROM event_vectors v WHERE v.id NOT IN (SELECT id FROM events)),
+  (SELECT count(*) FROM event_vector_archive v WHERE v.id NOT IN (SELECT id FROM event_archive)),
+  (SELECT count(*) FROM event_archive WHERE embedding_model IS NOT NULL
+     AND id NOT IN (SELECT id FROM event_vector_archive)),
+  (SELECT count(*) FROM events WHERE consolidated_at IS NOT NULL),
+  (SELECT count(*) FROM events WHERE kind = 'summary')
+"""
+
+
+def _compact_state(path: str) -> tuple[int, ...]:
+    con = duckdb.connect(path, read_only=True)
+    try:
+        return tuple(con.execute(COMPACT_STATE).fetchone())
+    finally:
+        con.close()
+
+
+def test_a_kill_while_consolidation_compacts_leaves_every_event_in_one_place(tmp_path):
+    """000: old conversations compressed into summaries; a process SIGKILLed mid-run
+    leaves each chunk either whole in ``events`` or summarised and whole in the archive
+    (one transaction per chunk), and the next run finishes; a restore gives all back."""
+    import datetime as dt
+
+    path = str(tmp_path / "compact.duckdb")
+    old = dt.datetime(2024, 1, 1)
+    with Memory(path, embedder="hash", background_consolidation=False) as mem:
+        ids = mem.add_events(
+            [
+                {
+                    "session_id": f"s{i % 20}",
+                    "role": "user",
+                    "content": f"note {i} of session {i % 20}: the value is v{i}",
+                    "created_at": old + dt.timedelta(minutes=i),
+                }
+                for i in range(2000)
+            ]
+        )
+        assert mem.flush(timeout=HANG) is True
+    chunks = 0
+    for round_ in range(2):
+        printed = _kill_after(COMPACT_CHILD, [path], count=15 + 10 * round_)
+        assert len(printed) >= 15 + 10 * round_ and printed[-1] != "done"
+        state = _compact_state(path)
+        messages, archived, twice, orphans, partial, stray, stray_archived = state[:7]
+        unvectored, marked, summaries = state[7:]
+        assert messages + archived == 2000 and twice == 0  # every event once
+        assert (orphans, partial, stray, stray_archived, unvectored, marked) == (0,) * 6
+        assert archived == 10 * summaries  # whole chunks only
+        assert summaries > chunks  # progress at each round, and killed before the end
+        assert archived < 2000
+        chunks = summaries
+    with Memory(path, embedder="hash", background_consolidation=False) as mem:
+        report = mem.consolidation.run(compact=True, chunk_size=10, older_than_hours=1)
+        assert report.ok and report.archived == 2000 - 10 * chunks
+        assert mem.events(kind="message").empty
+        restored = sum(mem.consolidation.restore(s) for s in mem.events(kind="summary")["id"])
+        assert restored == 2000
+        assert sorted(mem.events(kind="message")["id"]) == sorted(ids)
+        assert mem.flush(timeout=HANG) is True
+        assert mem.status()["pending"] == 0

@@ -383,10 +383,57 @@ def test_a_lake_of_schema_version_2_gets_the_passage_columns(lake_url: str) -> N
         )
         mem.store.run("UPDATE lake.main.nbmemory_meta SET value = '2' WHERE key = 'schema_version'")
     with _open(lake_url) as mem:
-        assert mem.status()["schema_version"] == 3
+        assert mem.status()["schema_version"] == 4  # and every later upgrade
         assert mem.search("before passages", limit=1)["content"].iloc[0] == "made before passages"
         mem.add_event("s", "user", "made after")
         assert mem.flush(timeout=30)
         assert mem.store.run("SELECT count(*), count(passage) FROM lake.main.event_vectors") == [
             (2, 0)
         ]
+
+
+def test_a_lake_of_schema_version_3_gets_the_archive_and_compacts(lake_url: str) -> None:
+    """000: consolidation "comprime conversas antigas em resumos ... reduzindo
+    armazenamento e uso da janela de contexto"; on a lake as on a file: a lake made
+    before m006 gets the archive tables, then a compacting run moves the originals
+    (with their vectors) there, a restore brings them back, an erasure empties it."""
+    import datetime as dt
+
+    old = dt.datetime(2024, 1, 1)
+    with _open(lake_url, background_consolidation=False) as mem:
+        mem.start_session("lake-user", session_id="s")
+        ids = [
+            mem.add_event("s", "user", f"the deploy day is Friday, note {i}", created_at=old).id
+            for i in range(3)
+        ]
+        assert mem.flush(timeout=30)
+        for table in ("event_archive", "event_vector_archive"):  # as an older nbmemory left it
+            mem.store.run(f"DROP TABLE lake.main.{table}")
+        mem.store.run("DELETE FROM lake.main.nbmemory_migrations WHERE name = 'm006_event_archive'")
+        mem.store.run("UPDATE lake.main.nbmemory_meta SET value = '3' WHERE key = 'schema_version'")
+    with _open(lake_url, background_consolidation=False) as mem:
+        assert mem.status()["schema_version"] == 4
+        vectors = mem.store.run("SELECT id, embedding FROM lake.main.event_vectors ORDER BY id")
+        report = mem.consolidation.run(compact=True, older_than_hours=1)
+        assert report.archived == 3
+        assert set(mem.events()["kind"]) == {"summary"}
+        assert sorted(mem.consolidation.archive()["id"]) == sorted(ids)
+        assert mem.store.run("SELECT count(*) FROM lake.main.event_vector_archive") == [(3,)]
+        assert mem.consolidation.restore(report.summary_ids[0]) == 3
+        assert sorted(mem.events(kind="message")["id"]) == sorted(ids)
+        assert (
+            mem.store.run(
+                "SELECT id, embedding FROM lake.main.event_vectors WHERE id IN"
+                " (SELECT unnest(?::VARCHAR[])) ORDER BY id",
+                [ids],
+            )
+            == vectors
+        )
+        for i in range(2):
+            mem.add_event("s", "user", f"another old note {i}", created_at=old)
+        assert mem.flush(timeout=30)
+        assert mem.consolidation.run(compact=True, older_than_hours=1).archived == 2
+        # 3 restored, their summary, 2 archived, theirs
+        assert mem.forget_user("lake-user")["events"] == 7
+        assert mem.store.run("SELECT count(*) FROM lake.main.event_archive") == [(0,)]
+        assert mem.store.run("SELECT count(*) FROM lake.main.event_vector_archive") == [(0,)]

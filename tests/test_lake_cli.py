@@ -26,6 +26,8 @@ from nbmemory.store.schema import EVENT_SEQ, EVENTS, META, TABLES
 _ORDER = {
     "events": "id",
     "event_vectors": "id, model",
+    "event_archive": "id",
+    "event_vector_archive": "id, model, passage",
     "facts": "id",
     "fact_history": "fact_id, valid_from, value",
     "macros": "id",
@@ -35,7 +37,11 @@ _ORDER = {
     "audit_log": "id",
     "nbmemory_meta": "key",
 }
-_VECTORS = {"event_vectors": "embedding", "facts": "embedding"}
+_VECTORS = {
+    "event_vectors": "embedding",
+    "event_vector_archive": "embedding",
+    "facts": "embedding",
+}
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -141,7 +147,12 @@ def _fill(path: str) -> None:
         mem.start_session("u2", session_id="d")
         mem.add_allowed_prefix("ls")
         mem.add_allowed_prefix("git status")
+        old = "2024-01-01T09:00:00"  # compacted: the originals and their vectors archived
+        for i in range(3):
+            mem.add_event("e", "user", f"an old remark {i} about the harbour", created_at=old)
         assert mem.flush(timeout=60)
+        assert mem.consolidation.run(session_id="e", compact=True).archived == 3
+        assert mem.flush(timeout=60)  # the summary's vector
         assert mem.status()["pending"] == 0
 
 
@@ -375,7 +386,10 @@ def test_push_then_pull_keeps_every_row_field_and_vector_bit(
 
     code, out, err = _run(capsys, "lake", "push", first, lake_url)
     assert code == 0, err
-    assert out.startswith(f"pushed {first} -> ") and "33 event(s), 33 vector(s)" in out
+    assert (
+        out.startswith(f"pushed {first} -> ")
+        and "34 event(s), 34 vector(s), 3 archived event(s)" in out
+    )
     assert "password=" not in out or "password=***" in out
     _assert_same(_contents(lake_url), original)  # the lake holds the same rows
 

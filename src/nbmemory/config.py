@@ -75,6 +75,12 @@ class Settings:
     consolidation_interval_hours: float = 6.0
     #: Run consolidation in a background thread every interval (``mem.consolidation.start``).
     background_consolidation: bool = True
+    #: Consolidation replaces the events it summarised by their summary (the Rust
+    #: agent layer "reducing storage and context-window use"): the originals move to
+    #: an archive (``mem.consolidation.restore`` brings them back) that keeps them
+    #: ``archive_retention_days``.  False (default): they stay, marked consolidated.
+    consolidation_compact: bool = False
+    archive_retention_days: int = 90
     #: Remove expired sessions and audit rows past retention by themselves while a
     #: store is open: at open, then every ``upkeep_interval_hours`` of the store's
     #: clock (``nbmemory.facade.upkeep``); the thread looks at the clock every
@@ -185,6 +191,7 @@ class Settings:
             "relevance_limit",
             "max_concurrent_sessions",
             "audit_retention_days",
+            "archive_retention_days",
             "max_memory_tokens",
             "embed_batch_size",
             "embed_batch_tokens",
@@ -218,7 +225,13 @@ class Settings:
             or value <= 0
         ):
             raise InvalidInput(f"upkeep_check_seconds must be a positive number, got {value!r}")
-        for name in ("persist_on_exit", "agents_auto_update", "audit_enabled", "upkeep"):
+        for name in (
+            "persist_on_exit",
+            "agents_auto_update",
+            "audit_enabled",
+            "upkeep",
+            "consolidation_compact",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not self.persist_on_exit:

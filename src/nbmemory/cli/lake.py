@@ -239,6 +239,7 @@ def _summary(copied: transfer.Copied) -> str:
     rows = copied.rows
     return (
         f"{rows.get('events', 0)} event(s), {rows.get('event_vectors', 0)} vector(s), "
+        f"{rows.get('event_archive', 0)} archived event(s), "
         f"{rows.get('facts', 0)} fact(s) ({rows.get('fact_history', 0)} past value(s)), "
         f"{rows.get('macros', 0)} macro(s), {rows.get('scheduled_tasks', 0)} task(s), "
         f"{rows.get('sessions', 0)} session(s), {rows.get('audit_log', 0)} audit row(s); "

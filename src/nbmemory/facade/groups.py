@@ -185,12 +185,16 @@ class MemoriesGroup(Group):
 
 class ConsolidationGroup(Group):
     """Consolidation: old messages summarised into memories and facts, on demand
-    (``run``) or in the background (``start``/``stop``)."""
+    (``run``) or in the background (``start``/``stop``); with ``compact`` the
+    originals move to an archive (``archive``, ``restore``, ``cleanup_archive``)."""
 
     _attribute = "consolidation"
     run = delegate("_feature", Consolidation.run, one_turn=False)
     start = delegate("_feature", Consolidation.start, one_turn=False)
     stop = delegate("_feature", Consolidation.stop, one_turn=False)
+    archive = delegate("_feature", Consolidation.archive)
+    restore = delegate("_feature", Consolidation.restore)
+    cleanup_archive = delegate("_feature", Consolidation.cleanup_archive)
 
     @property
     def background(self) -> Consolidator | None:

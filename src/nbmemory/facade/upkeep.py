@@ -2,7 +2,8 @@
 
 The Rust agent's layer and Vectora's state persistence both expect a memory that
 keeps itself: sessions idle past ``session_ttl_hours`` cleaned up, audit rows past
-``audit_retention_days`` removed, old conversations consolidated every
+``audit_retention_days`` and compacted events archived past ``archive_retention_days``
+removed, old conversations consolidated every
 ``consolidation_interval_hours``.  :class:`Upkeep` does it in one daemon thread: at
 open, then whenever the store's clock (``core.clock``, which tests move) says a
 run is due: the cleanups at most once every ``upkeep_interval_hours`` (1), and a
@@ -46,6 +47,7 @@ class Upkeep:
         self._run_in_turn = run
         self.sessions_removed = 0
         self.audit_rows_removed = 0
+        self.archived_removed = 0
         self.last_cleanup: dt.datetime | None = None
         self.last_consolidation: dt.datetime | None = None
         self.last_error: str | None = None
@@ -91,6 +93,7 @@ class Upkeep:
             else self.last_cleanup + dt.timedelta(hours=settings.upkeep_interval_hours),
             "sessions_removed": self.sessions_removed,
             "audit_rows_removed": self.audit_rows_removed,
+            "archived_removed": self.archived_removed,
             "consolidation": consolidator is not None and consolidator.alive,
             "last_consolidation": self.last_consolidation,
             "consolidation_runs": 0 if consolidator is None else consolidator.runs,
@@ -127,6 +130,8 @@ class Upkeep:
         # (an audit cleanup is audited itself: only run it when there is something to remove)
         if self._run_in_turn(lambda: self._audit.cleanup(dry_run=True)):
             self.audit_rows_removed += int(self._run_in_turn(self._audit.cleanup))
+        # compacted events past archive_retention_days (audited; nothing to do: no write)
+        self.archived_removed += int(self._run_in_turn(self._consolidation.cleanup_archive))
 
 
 def _due(last: dt.datetime | None, now: dt.datetime, every: dt.timedelta) -> bool:

@@ -11,7 +11,15 @@ importance, so the salience strategy of ``get_context`` brings it back), its
 facts are upserted (source ``"consolidation"``), and the originals are marked
 ``consolidated_at``, all in one transaction.  A summarizer that raises or
 returns nothing usable leaves every event of that chunk unconsolidated for the
-next run.  The originals are never deleted: they stay searchable.
+next run.  By default the originals stay, searchable.
+
+With ``compact=True`` (or ``Settings.consolidation_compact``) consolidation does
+what the Rust agent layer's does: it "compresses old conversations into
+summaries, reducing storage and context-window use".  In the same transaction
+the originals (and their vectors) move to the archive (:mod:`nbmemory.store.archive`):
+searches, contexts and working memory see the summary instead.  :meth:`Consolidation.restore`
+moves them back until the archive's retention (``archive_retention_days``,
+:meth:`Consolidation.cleanup_archive`, run by upkeep) or an erasure deletes them.
 """
 
 from __future__ import annotations
@@ -24,10 +32,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from ..core import Core
 from ..errors import InvalidInput
 from ..event_rows import build_row
-from ..validation import check_limit, check_name, check_unit_interval, shown, to_utc, utcnow
+from ..validation import (
+    check_flag,
+    check_limit,
+    check_name,
+    check_names,
+    check_unit_interval,
+    shown,
+    to_utc,
+    utcnow,
+)
 from .summarizer import Summarizer, extractive_summary, to_summary
 
 log = logging.getLogger(__name__)
@@ -49,6 +68,8 @@ class ConsolidationReport:
     sessions: list[str] = field(default_factory=list)
     summary_ids: list[str] = field(default_factory=list)
     consolidated: int = 0
+    #: Of ``consolidated``, the events moved to the archive (``compact=True``).
+    archived: int = 0
     facts: int = 0
     failures: dict[str, str] = field(default_factory=dict)
 
@@ -58,8 +79,10 @@ class ConsolidationReport:
 
     def __repr__(self) -> str:
         failed = f", {len(self.failures)} failed session(s)" if self.failures else ""
+        archived = f" ({self.archived} archived)" if self.archived else ""
         return (
-            f"<ConsolidationReport {self.consolidated} events -> {len(self.summary_ids)} "
+            f"<ConsolidationReport {self.consolidated} events{archived} -> "
+            f"{len(self.summary_ids)} "
             f"summaries, {self.facts} facts, {len(self.sessions)} sessions{failed}>"
         )
 
@@ -151,6 +174,7 @@ class Consolidation:
         chunk_size: int = 50,
         summary_importance: float = 0.9,
         namespace: str | None = None,
+        compact: bool | None = None,
         _stop: threading.Event | None = None,
     ) -> ConsolidationReport:
         """Summarise the unconsolidated messages older than ``older_than_hours`` now.
@@ -159,9 +183,16 @@ class Consolidation:
         ``summarizer`` to :func:`~nbmemory.knowledge.summarizer.extractive_summary`.
         Each session's old messages are cut into chunks of ``chunk_size``; a chunk
         whose summarizer fails stays unconsolidated (and so do the later chunks of
-        that session, keeping order) and is retried next run.
+        that session, keeping order) and is retried next run.  ``compact=True``
+        (default: ``Settings.consolidation_compact``) replaces each chunk by its
+        summary: the originals move to the archive (see :meth:`restore`).
         """
         summarizer = extractive_summary if summarizer is None else summarizer
+        compact = (
+            self.core.settings.consolidation_compact
+            if compact is None
+            else check_flag(compact, "compact")
+        )
         if not callable(summarizer):
             raise InvalidInput(f"summarizer must be callable, got {type(summarizer).__name__}")
         hours = self.core.settings.consolidation_interval_hours
@@ -193,8 +224,72 @@ class Consolidation:
             if _stop is not None and _stop.is_set():
                 break
             job = _Job(self.core, ns, session, summarizer, report, importance, now)
+            job.compact = compact
             job.run(chunk_size, _stop)
         return report
+
+    # -- the archive of compacted events ---------------------------------------------------
+    def archive(
+        self, *, summary_id: str | None = None, namespace: str | None = None
+    ) -> pd.DataFrame:
+        """The events compaction moved to the archive (those one summary replaced, with
+        ``summary_id``), oldest first, with ``summary_id`` and ``archived_at``."""
+        if summary_id is not None:
+            summary_id = check_name(summary_id, "summary_id")
+        return self.core.store.archive.frame(self.core.ns(namespace), summary_id).reset_index(
+            drop=True
+        )
+
+    def restore(
+        self,
+        summary_id: str | None = None,
+        *,
+        ids: list[str] | None = None,
+        namespace: str | None = None,
+    ) -> int:
+        """Move archived events back into the conversation: those one summary replaced
+        (``summary_id``) or these ``ids``; returns how many (0: none in the archive).
+
+        They come back as they were, in their place (their order among the others)
+        and with their vectors and passages, marked consolidated as a consolidation
+        without compaction leaves them; the summary stays.  Audited (``restore``).
+        """
+        if (summary_id is None) == (ids is None):
+            raise InvalidInput("restore takes summary_id or ids=[...], one of the two")
+        if summary_id is not None:
+            summary_id = check_name(summary_id, "summary_id")
+        if ids is not None:
+            ids = check_names(ids, "ids")
+        ns = self.core.ns(namespace)
+        with self.core.writer.transaction() as tx:
+            records = tx.archive.restore(ns, summary_id=summary_id, ids=ids)
+            if records:
+                details: dict[str, Any] = {"events": len(records)}
+                if summary_id is not None:
+                    details["summary_id"] = summary_id
+                tx.audit("restore", [r["id"] for r in records], ns, details)
+        return len(records)
+
+    def cleanup_archive(self, *, dry_run: bool = False) -> int:
+        """Apply the archive's retention (``archive_retention_days``, 90): delete the
+        events archived longer ago, for good; returns how many (would be) deleted.
+
+        Audited per namespace (``cleanup``, ``what`` ``event_archive``); upkeep runs
+        it with the other cleanups while a store is open."""
+        check_flag(dry_run, "dry_run")
+        days = self.core.settings.archive_retention_days
+        cutoff = self.core.clock() - dt.timedelta(days=days)
+        old = self.core.store.archive.older_than(cutoff)
+        count = sum(len(ids) for ids in old.values())
+        if dry_run or not count:
+            return count
+        with self.core.writer.transaction() as tx:
+            for ns, ids in tx.archive.older_than(cutoff).items():
+                tx.archive.delete_ids(ns, ids)
+                tx.audit(
+                    "cleanup", ids, ns, {"what": "event_archive", "rows": len(ids), "days": days}
+                )
+        return count
 
     # -- background ------------------------------------------------------------------------
     def start(
@@ -204,6 +299,7 @@ class Consolidation:
         interval_hours: float | None = None,
         older_than_hours: float | None = None,
         namespace: str | None = None,
+        compact: bool | None = None,
     ) -> Consolidator:
         """Consolidate in a background thread every ``interval_hours`` (default 6).
 
@@ -211,7 +307,8 @@ class Consolidation:
         thread stops with :meth:`stop` or ``mem.close()``.  A store
         starts one with the default summarizer when it opens (unless
         ``Settings.background_consolidation`` is false); calling this again replaces
-        it, e.g. with an LLM summarizer.
+        it, e.g. with an LLM summarizer.  ``compact``: as for :meth:`run` (default:
+        ``Settings.consolidation_compact`` at each run).
         """
         settings = self.core.settings
         hours = settings.consolidation_interval_hours if interval_hours is None else interval_hours
@@ -219,6 +316,8 @@ class Consolidation:
             raise InvalidInput(f"interval_hours must be a positive number, got {shown(hours)}")
         if summarizer is not None and not callable(summarizer):
             raise InvalidInput(f"summarizer must be callable, got {type(summarizer).__name__}")
+        if compact is not None:
+            check_flag(compact, "compact")
         ns = self.core.ns(namespace)
 
         def job(stop: threading.Event) -> ConsolidationReport:
@@ -226,6 +325,7 @@ class Consolidation:
                 summarizer=summarizer,
                 older_than_hours=older_than_hours,
                 namespace=ns,
+                compact=compact,
                 now=self.core.clock(),
                 _stop=stop,
             )
@@ -259,6 +359,8 @@ class _Job:
         self.core, self.namespace, self.session = core, namespace, session
         self.summarizer, self.report = summarizer, report
         self.importance, self.now = importance, now
+        #: Move the originals to the archive instead of marking them.
+        self.compact = False
         self.name = getattr(summarizer, "__name__", type(summarizer).__name__)
 
     def run(self, chunk_size: int, stop: threading.Event | None) -> None:
@@ -294,6 +396,7 @@ class _Job:
                 "first_at": chunk[0]["created_at"].isoformat(),
                 "last_at": chunk[-1]["created_at"].isoformat(),
                 "summarizer": self.name,
+                **({"compacted": True} if self.compact else {}),
             },
         )
         try:
@@ -304,13 +407,15 @@ class _Job:
             return False
         self.report.summary_ids.append(row["id"])
         self.report.consolidated += len(ids)
+        self.report.archived += len(ids) if self.compact else 0
         self.report.facts += len(summary.facts)
         return True
 
     def _store(
         self, row: dict[str, Any], facts: list[tuple[str, str, str]], ids: list[str]
     ) -> None:
-        """Summary, facts and the originals' ``consolidated_at`` in one transaction.
+        """Summary, facts and the originals' ``consolidated_at`` (or their move to the
+        archive) in one transaction.
 
         An LLM may echo what redaction would catch: the summary and the fact values
         pass the same write path as everything else.  The count check refuses a
@@ -321,8 +426,11 @@ class _Job:
             tx.events.insert([row], bulk=True)
             for category, key, value in facts:
                 tx.facts.upsert(ns, category, key, value, "consolidation", self.now)
-            # only now, with the summary stored, are the originals marked
-            marked = tx.events.mark_consolidated(ns, ids, self.now)
+            # only now, with the summary stored, are the originals marked (or archived)
+            if self.compact:
+                marked = tx.archive.move(ns, ids, row["id"], self.now)
+            else:
+                marked = tx.events.mark_consolidated(ns, ids, self.now)
             if len(marked) != len(ids):
                 raise _Deferred(
                     f"{len(ids) - len(marked)} of {len(ids)} events were consolidated "
@@ -332,5 +440,10 @@ class _Job:
                 "consolidate",
                 [row["id"], *ids],
                 ns,
-                {"session_id": self.session, "events": len(ids), "facts": len(facts)},
+                {
+                    "session_id": self.session,
+                    "events": len(ids),
+                    "facts": len(facts),
+                    **({"archived": len(ids)} if self.compact else {}),
+                },
             )

@@ -238,7 +238,8 @@ class EventLog:
         """Path, model, counts per namespace/session/kind and the embedding backlog.
 
         ``without_text`` counts the events with no text (tool-call turns): they are
-        never embedded, so they are neither pending nor failed.
+        never embedded, so they are neither pending nor failed.  ``archived``: the
+        events compacting consolidation moved to the archive (not in ``events``).
         """
         core = self.core
         counts = core.store.events.counts()
@@ -256,6 +257,8 @@ class EventLog:
             "pending": total("pending"),
             "failed": total("failed"),
             "without_text": core.store.events.without_text(),
+            # events a compacting consolidation moved out (restorable; not in "events")
+            "archived": core.store.archive.count(),
             "backlog": 0 if core.worker is None else core.worker.backlog,
             "passages": _passage_progress(core),
             "counts": counts,

@@ -15,7 +15,8 @@
 * :mod:`.lake` — :class:`LakeStore`: many processes and hosts at once on DuckLake;
 * :mod:`.schema` and :mod:`.migrations` — the tables as they are, and how they
   came to be (numbered migrations recorded in the file);
-* the table objects — ``store.events``, ``store.facts``, ``store.macros``,
+* the table objects — ``store.events``, ``store.vectors``, ``store.archive`` (events
+  a compacting consolidation moved out), ``store.facts``, ``store.macros``,
   ``store.tasks``, ``store.prefixes``, ``store.sessions``, ``store.audit``;
 * :mod:`.writer` — :class:`Writer`: the one write path (transaction, redaction,
   audit, session touch, announcement).

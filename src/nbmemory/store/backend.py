@@ -76,6 +76,12 @@ class VectorRows(Protocol):
     def drop(self, ids: Sequence[str]) -> None: ...
 
 
+class ArchiveRows(Protocol):
+    """What ``store.events`` asks of ``store.archive``: erase what a deletion matches."""
+
+    def delete_where(self, where_sql: str, params: Sequence[Any]) -> list[str]: ...
+
+
 class KeyValues(Protocol):
     """``store.meta``, as the migrations read it."""
 
@@ -90,6 +96,9 @@ class TableHost(Protocol):
 
     @property
     def vectors(self) -> VectorRows: ...
+
+    @property
+    def archive(self) -> ArchiveRows: ...
 
     #: Removes secrets from user text before it is stored: ``text -> (text, count)``.
     redactor: Callable[[str], tuple[str, int]] | None

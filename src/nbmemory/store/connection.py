@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from ..errors import StoreError
 from . import files, migrations, openers, peers
+from .archive import EventArchive
 from .audit import AuditTable, MetaTable
 from .catalog import Catalog
 from .changes import Change, Listener
@@ -116,6 +117,7 @@ class Store(PlainSQL):
         #: The writes whose SQL differs between backends (:mod:`.statements`).
         self.statements: Statements = self._statements()
         self.events = EventsTable(self)
+        self.archive = EventArchive(self)
         self.vectors = self.vectors_class(self)
         self.facts = FactsTable(self)
         self.macros = MacrosTable(self)

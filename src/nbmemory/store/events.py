@@ -441,7 +441,11 @@ class EventsTable(TableObject):
         filters: dict[str, Any] | None = None,
         kinds: Sequence[str] | None = None,
     ) -> list[str]:
-        """Delete events by id and/or filters (within ``namespace``); returns the ids deleted."""
+        """Delete events by id and/or filters (within ``namespace``); returns the ids deleted.
+
+        The archived events (compacted by consolidation) the same conditions match are
+        deleted with them, vectors too, and their ids returned with the others: an
+        erasure leaves nothing of a scope in the archive."""
         self._write()
         clauses, params = where_clause(namespace=namespace, filters=filters, ids=ids)
         if kinds is not None:
@@ -458,7 +462,7 @@ class EventsTable(TableObject):
         if deleted:
             self.store.vectors.drop(deleted)
             self.store.changed(Change(deleted=deleted))
-        return deleted
+        return deleted + self.store.archive.delete_where(" AND ".join(clauses), params)
 
     def mark_consolidated(self, namespace: str, ids: Sequence[str], now: dt.datetime) -> list[str]:
         """Set ``consolidated_at`` on events not yet consolidated; returns those marked."""

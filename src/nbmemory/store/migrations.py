@@ -22,7 +22,7 @@ from .backend import MigratingStore
 from .shape import check_columns
 
 #: Version of the file format written in ``nbmemory_meta`` (readers refuse newer ones).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: The marker ``nbmemory_meta.format`` holds in every nbmemory file.
 FORMAT = "nbmemory"
 
@@ -54,6 +54,8 @@ OWN_TABLES = frozenset(
         "nbmemory_migrations",
         "events",
         "event_vectors",
+        "event_archive",
+        "event_vector_archive",
         "facts",
         "fact_history",
         "macros",
@@ -253,6 +255,58 @@ def m005_vector_passages(store: MigratingStore) -> None:
     event for several vectors of it, so it refuses the file."""
     for column in ("passage", "span_start", "span_stop"):
         store.run(f"ALTER TABLE event_vectors ADD COLUMN IF NOT EXISTS {column} INTEGER")
+
+
+@migration
+def m006_event_archive(store: MigratingStore) -> None:
+    """The archive of compacted events, and an index on ``events.session_id``.
+
+    A consolidation that compacts (the Rust agent layer compresses old conversations
+    "reducing storage and context-window use") moves the originals it summarised
+    out of ``events`` and ``event_vectors`` into these tables, from where
+    ``restore`` brings them back until retention removes them.  The Rust agent's
+    ``session_id`` is "indexado" (indexed): recency, a session's deletion and its
+    working memory all select by it.  Schema version 4: an older nbmemory would
+    neither see nor erase the archived rows (a ``forget_user`` would leave them),
+    so it refuses the file.
+    """
+    store.run(
+        """CREATE TABLE IF NOT EXISTS event_archive (
+            id VARCHAR PRIMARY KEY,
+            session_id VARCHAR NOT NULL,
+            namespace VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            role VARCHAR NOT NULL,
+            content VARCHAR,
+            tool_call_id VARCHAR,
+            tool_name VARCHAR,
+            tool_calls_json VARCHAR,
+            metadata VARCHAR,
+            graph_id VARCHAR,
+            task_id VARCHAR,
+            created_at TIMESTAMP NOT NULL,
+            updated_at TIMESTAMP NOT NULL,
+            importance DOUBLE NOT NULL,
+            embedding_model VARCHAR,
+            embedding_error VARCHAR,
+            consolidated_at TIMESTAMP,
+            seq BIGINT,
+            summary_id VARCHAR NOT NULL,
+            archived_at TIMESTAMP NOT NULL
+        )"""
+    )
+    store.run(
+        """CREATE TABLE IF NOT EXISTS event_vector_archive (
+            id VARCHAR NOT NULL,
+            namespace VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            embedding FLOAT[] NOT NULL,
+            passage INTEGER,
+            span_start INTEGER,
+            span_stop INTEGER
+        )"""
+    )
+    store.run("CREATE INDEX IF NOT EXISTS events_session_id ON events (session_id)")
 
 
 _V1_TABLES = [

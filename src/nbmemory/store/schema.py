@@ -11,7 +11,8 @@ Tables and where they come from: ``events`` (it replaced ``messages``; its vecto
 live in ``event_vectors``), ``facts``,
 ``macros``, ``scheduled_tasks``, ``terminal_allowed_prefixes`` are the Rust agent
 layer's; ``sessions`` and ``audit_log`` are Vectora's;
-``fact_history`` and ``nbmemory_meta`` are nbmemory's own.
+``fact_history``, ``nbmemory_meta`` and the archive of compacted events
+(``event_archive``, ``event_vector_archive``) are nbmemory's own.
 """
 
 from __future__ import annotations
@@ -120,6 +121,25 @@ EVENT_VECTORS = Table(
 FILTER_COLUMNS = frozenset(
     {"session_id", "namespace", "kind", "role", "tool_call_id", "tool_name", "graph_id", "task_id"}
 )
+
+#: Events a compacting consolidation replaced by their summary (the Rust agent layer
+#: compresses old conversations "reducing storage and context-window use"): the event
+#: row as it was (``consolidated_at`` set) with its ``seq``, the summary that replaced
+#: it and when.  Nothing reads them but :meth:`~.archive.EventArchive.restore`, the
+#: listing of the archive, its retention and erasure.
+EVENT_ARCHIVE = Table(
+    "event_archive",
+    (
+        *EVENTS.columns,
+        Column("seq", pa.int64()),
+        Column("summary_id", pa.string()),
+        Column("archived_at", _TS),
+    ),
+    key=("id",),
+)
+
+#: The vectors (and passages) of the archived events, as ``event_vectors`` held them.
+EVENT_VECTOR_ARCHIVE = Table("event_vector_archive", EVENT_VECTORS.columns, key=EVENT_VECTORS.key)
 
 FACTS = Table(
     "facts",
@@ -234,6 +254,8 @@ TABLES = {
     for t in (
         EVENTS,
         EVENT_VECTORS,
+        EVENT_ARCHIVE,
+        EVENT_VECTOR_ARCHIVE,
         FACTS,
         FACT_HISTORY,
         MACROS,

@@ -40,6 +40,7 @@ class Tx:
         self.change = change
         store = writer.store
         self.events = store.events
+        self.archive = store.archive
         self.vectors = store.vectors
         self.facts = store.facts
         self.macros = store.macros

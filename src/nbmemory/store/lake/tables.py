@@ -17,7 +17,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..migrations import FORMAT, MIGRATIONS, SCHEMA_VERSION
-from ..schema import TABLES, Table
+from ..schema import EVENT_ARCHIVE, EVENT_VECTOR_ARCHIVE, TABLES, Table
 
 _TYPES = {
     pa.string(): "VARCHAR",
@@ -57,7 +57,8 @@ EXTRA_COLUMNS = {"events": ("seq BIGINT DEFAULT nbm_seq()",)}
 COUNTERS = ("small_ids",)
 
 
-def create_table_sql(table: Table) -> str:
+def create_table_sql(table: Table, prefix: str = "") -> str:
+    """``CREATE TABLE IF NOT EXISTS`` of ``table`` (``prefix``: e.g. ``lake.main.``)."""
     columns = []
     for column in table.columns:
         sql = f"{column.name} {_TYPES[column.type]}"
@@ -66,7 +67,7 @@ def create_table_sql(table: Table) -> str:
             sql += f" DEFAULT {default}"
         columns.append(sql)
     columns += EXTRA_COLUMNS.get(table.name, ())
-    return f"CREATE TABLE IF NOT EXISTS {table.name} ({', '.join(columns)})"
+    return f"CREATE TABLE IF NOT EXISTS {prefix}{table.name} ({', '.join(columns)})"
 
 
 #: What a lake made by an older nbmemory lacks: schema version -> (migration, statements
@@ -77,6 +78,14 @@ UPGRADES: dict[int, tuple[str, tuple[str, ...]]] = {
         tuple(
             f"ALTER TABLE lake.main.event_vectors ADD COLUMN {column} INTEGER"
             for column in ("passage", "span_start", "span_stop")
+        ),
+    ),
+    # the archive of compacted events; a lake has no indexes (the file's m006 also
+    # makes one on events.session_id)
+    4: (
+        "m006_event_archive",
+        tuple(
+            create_table_sql(table, "lake.main.") for table in (EVENT_ARCHIVE, EVENT_VECTOR_ARCHIVE)
         ),
     ),
 }
