@@ -260,3 +260,29 @@ def test_logs_filter_blocklist_shows_refused_files_never_their_content(capsys, t
     ]
     code, out, _ = run(capsys, "logs", "--store", path, "--filter", "guardian", "--namespace", "x")
     assert "nothing to show (guardian)" in out
+
+
+def test_consolidate_run_archive_restore(capsys, tmp_path) -> None:
+    """000's consolidation from the command line: compact, list the archive, restore."""
+    path = str(tmp_path / "c.duckdb")
+    old = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.timezone.utc)
+    with Memory(path, embedder="hash", config=False) as mem:
+        for i, text in enumerate(["we deploy on Fridays", "the port is 8443 now"]):
+            mem.add_event("ops", "user", text, created_at=old + dt.timedelta(minutes=i))
+    code, out, _ = run(capsys, "consolidate", "run", "--compact", "--store", path)
+    assert code == 0
+    assert "consolidated 2 message(s) of 1 session(s) into 1 summary(ies)" in out
+    assert "2 moved to the archive" in out
+    code, out, _ = run(capsys, "consolidate", "archive", "--store", path)
+    assert code == 0 and "2 archived event(s)" in out and "the port is 8443 now" in out
+    summary_id = out.split("summary ")[1].split()[0]
+    code, out, _ = run(capsys, "consolidate", "restore", summary_id, "--store", path)
+    assert code == 0 and f"restored 2 event(s) replaced by summary {summary_id}" in out
+    code, out, err = run(capsys, "consolidate", "restore", summary_id, "--store", path)
+    assert code == 1 and "nothing in the archive for summary" in err
+    with Memory(path, embedder="hash", config=False) as mem:
+        assert len(mem.events(kind="message")) == 2
+        assert [a for a in mem.audit_log()["action"] if a in ("consolidate", "restore")] == [
+            "restore",
+            "consolidate",
+        ]

@@ -6,6 +6,7 @@ syntax, cell magics, prompt stripping) is part of what is tested.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import os
 import subprocess
@@ -682,3 +683,35 @@ def test_memory_open_hands_the_magics_memory_to_python(ip, magics, shell):
     run(ip, "%memory close")
     reopened = run(ip, "%memory open")  # a closed store is opened again
     assert not reopened.closed and reopened is not mem
+
+
+def test_memory_consolidate_compacts_and_restore_brings_them_back(ip, magics, capsys):
+    """000: old conversations compressed, "reducing storage and context-window use"."""
+    mem = magics.memory
+    old = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.timezone.utc)
+    for i, text in enumerate(["we deploy on Fridays", "the port is 8443 now", "ok, noted"]):
+        mem.add_event("notebook", "user", text, created_at=old + dt.timedelta(minutes=i))
+    report = run(ip, "%memory consolidate --compact")
+    assert report.consolidated == 3 and report.archived == 3
+    (summary_id,) = report.summary_ids
+    assert f"%memory restore {summary_id}" in capsys.readouterr().out
+    assert mem.events(kind="message").empty  # the originals left the conversation
+    assert run(ip, f"%memory restore {summary_id}") == 3
+    assert sorted(mem.events(kind="message")["content"]) == [
+        "ok, noted",
+        "the port is 8443 now",
+        "we deploy on Fridays",
+    ]
+    with pytest.raises(UsageError, match="nothing in the archive for summary"):
+        run(ip, f"%memory restore {summary_id}")
+
+
+def test_memory_learn_appends_to_agents_md(ip, magics, tmp_path, monkeypatch):
+    """003: learnings appended to AGENTS.md, redacted, synced into memory."""
+    monkeypatch.chdir(tmp_path)
+    result = run(ip, "%memory learn Deploy 'use the blue pool; password is hunter2'")
+    text = (tmp_path / "AGENTS.md").read_text(encoding="utf-8")
+    assert "use the blue pool" in text and "hunter2" not in text
+    assert result.learning and magics.memory.events(kind="agents_md")["content"].str.contains(
+        "blue pool"
+    ).any()

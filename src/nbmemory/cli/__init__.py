@@ -12,8 +12,9 @@ it through :mod:`.stores`: a store the command made is removed if it then fails.
 * :mod:`.research` — ``eval locomo``, ``import-sqlite``;
 * :mod:`.lake` — ``lake status|snapshots|compact|expire|push|pull``;
 * :mod:`.install` — ``install-ipython-config``;
-* :mod:`.logs` — ``logs`` (what was redacted or failed to embed);
-* :mod:`.project_config` — ``config show|get|set`` (the project's configuration file).
+* :mod:`.logs` — ``logs`` (what was redacted, refused by the blocklist or failed to embed);
+* :mod:`.project_config` — ``config show|get|set`` (the project's configuration file);
+* :mod:`.consolidate` — ``consolidate run|archive|restore`` (summaries, compaction).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 
 from ..errors import NbMemoryError
 from ..version import __version__
-from . import install, lake, logs, project_config, research, state
+from . import consolidate, install, lake, logs, project_config, research, state
 from .demo import cmd_demo
 from .options import in_cli_words, store_options
 
@@ -46,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_commands(sub)  # state, memory sync, health
     lake.add_commands(sub)  # lake status|snapshots|compact|expire|push|pull
     project_config.add_commands(sub)  # config show|get|set
-    logs.add_commands(sub)  # logs --filter redaction|errors
+    logs.add_commands(sub)  # logs --filter redaction|blocklist|errors
+    consolidate.add_commands(sub)  # consolidate run|archive|restore
     return parser
 
 

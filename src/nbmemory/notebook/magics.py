@@ -438,7 +438,8 @@ class MemoryMagics(Magics):
     @with_usage(MEMORY)
     @_engine_errors
     def memory_magic(self, line: str = "") -> Any:
-        """Housekeeping: status, sessions, facts, forget, export, import, flush, close, open.
+        """Housekeeping: status, sessions, facts, forget, export, import, consolidate,
+        restore, learn, flush, close, open.
 
         Each sub-command has ``--help`` (``%memory forget --help``).
         """
@@ -510,6 +511,29 @@ class MemoryMagics(Magics):
 
     def _memory_import(self, args: argparse.Namespace) -> Any:
         return self.memory.transfer.import_json(args.path, namespace=args.namespace)
+
+    def _memory_consolidate(self, args: argparse.Namespace) -> Any:
+        report = self.memory.consolidation.run(
+            compact=args.compact or None,
+            older_than_hours=args.older_than_hours,
+            session_id=args.session,
+        )
+        if report.summary_ids and report.archived:
+            print(f"%memory restore {report.summary_ids[0]} brings its messages back")
+        return report
+
+    def _memory_restore(self, args: argparse.Namespace) -> int:
+        restored = self.memory.consolidation.restore(args.summary_id)
+        if not restored:
+            raise UsageError(
+                f"nothing in the archive for summary {args.summary_id}; "
+                "mem.consolidation.archive() lists what is there"
+            )
+        print(f"restored {restored} messages")
+        return restored
+
+    def _memory_learn(self, args: argparse.Namespace) -> Any:
+        return self.memory.agents_md.add_learning(args.section, " ".join(args.text))
 
     def _memory_flush(self, args: argparse.Namespace) -> MemoryStatus:
         mem = self.memory

@@ -213,6 +213,29 @@ _EXPORT.add_argument("--namespace", help="only this namespace")
 _IMPORT = _SUB.add_parser("import", help="read memories from a JSON file written by export")
 _IMPORT.add_argument("path", help="JSON file to read")
 _IMPORT.add_argument("--namespace", help="import into this namespace")
+_CONSOLIDATE = _SUB.add_parser(
+    "consolidate",
+    help="summarise the messages older than the interval (6 h) now",
+    description="Summarise old messages now; --compact replaces them by their summaries "
+    "(the originals archived: %memory restore brings them back).",
+)
+_CONSOLIDATE.add_argument(
+    "--compact", action="store_true", help="move the originals to the archive"
+)
+_CONSOLIDATE.add_argument(
+    "--older-than-hours", type=float, help="older than this (default: the 6-hour interval)"
+)
+_CONSOLIDATE.add_argument("--session", help="only this session")
+_RESTORE = _SUB.add_parser("restore", help="bring back the events one summary replaced")
+_RESTORE.add_argument("summary_id", help="the summary's id")
+_LEARN = _SUB.add_parser(
+    "learn",
+    help="append a learning to a section of AGENTS.md (redacted) and sync it",
+    description="Append TEXT under SECTION of AGENTS.md (the configured file, else "
+    "./AGENTS.md), redacted, then sync it into the store.",
+)
+_LEARN.add_argument("section", help="the heading to append under (quote it if it has spaces)")
+_LEARN.add_argument("text", nargs="+", help="the learning")
 _FLUSH = _SUB.add_parser("flush", help="wait until every memory is embedded; then show status")
 _FLUSH.add_argument("--timeout", type=float, help="seconds to wait at most")
 _CLOSE = _SUB.add_parser("close", help="close the store file (the next magic reopens it)")
