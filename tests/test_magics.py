@@ -712,6 +712,7 @@ def test_memory_learn_appends_to_agents_md(ip, magics, tmp_path, monkeypatch):
     result = run(ip, "%memory learn Deploy 'use the blue pool; password is hunter2'")
     text = (tmp_path / "AGENTS.md").read_text(encoding="utf-8")
     assert "use the blue pool" in text and "hunter2" not in text
-    assert result.learning and magics.memory.events(kind="agents_md")["content"].str.contains(
-        "blue pool"
-    ).any()
+    assert (
+        result.learning
+        and magics.memory.events(kind="agents_md")["content"].str.contains("blue pool").any()
+    )
