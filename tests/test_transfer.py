@@ -196,3 +196,144 @@ def test_unreadable_inputs(mem: Memory, tmp_path: Path) -> None:
         mem.import_json(tmp_path / "bad.json")
     with pytest.raises(InvalidInput, match="folder .* does not exist"):
         mem.export_json(tmp_path / "nope" / "out.json")
+
+
+# -- long memories: their passages travel with them (issue 36) ---------------------------------
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _passage_rows(mem: Memory, namespace: str = "default") -> list[tuple]:
+    rows: list[tuple] = mem.store.run(
+        "SELECT v.id, v.model, v.passage, v.span_start, v.span_stop, v.embedding"
+        " FROM event_vectors v JOIN events e ON e.id = v.id WHERE e.namespace = ?"
+        " ORDER BY v.id, v.passage",
+        [namespace],
+    )
+    return [(*r[:5], np.asarray(r[5], dtype=np.float32).tobytes()) for r in rows]
+
+
+def _long_store(mem: Memory, count: int = 6) -> list[str]:
+    from test_long_memories import TAIL_FACTS, long_message
+
+    ids = [
+        mem.add_event("s", "assistant", long_message(i, fact)).id
+        for i, (fact, _) in enumerate(TAIL_FACTS[:count])
+    ]
+    mem.add_event("s", "user", "a short note beside them")
+    mem.flush()
+    return ids
+
+
+def test_long_memories_keep_every_passage_through_export_and_import(tmp_path: Path) -> None:
+    from test_long_memories import TAIL_FACTS
+
+    with Memory(tmp_path / "source.duckdb", embedder="hash") as source:
+        ids = _long_store(source)
+        rows = _passage_rows(source)
+        assert len(rows) > 3 * len(ids)  # several passages each, and the short one
+        answers = [
+            source.search(q, mode="vector", limit=3)["id"].tolist() for _, q in TAIL_FACTS[:6]
+        ]
+        summary = source.export_json(tmp_path / "long.json")
+        assert summary["events"] == 7
+    document = json.loads((tmp_path / "long.json").read_text(encoding="utf-8"))
+    by_id = {e["id"]: e for e in document["events"]}
+    assert all(len(by_id[i]["passages"]) > 3 for i in ids)
+    assert by_id[ids[0]]["passages"][0]["embedding"] == by_id[ids[0]]["embedding"]
+    with Memory(tmp_path / "target.duckdb", embedder="hash") as target:
+        result = target.import_json(tmp_path / "long.json")
+        assert result["queued_for_embedding"] == 0
+        assert target.embeddings.backlog == 0  # nothing re-embedded: the passages came in
+        assert _passage_rows(target) == rows  # every passage, span and vector bit
+        for (_, question), expected in zip(TAIL_FACTS[:6], answers, strict=True):
+            assert target.search(question, mode="vector", limit=3)["id"].tolist() == expected
+        found = target.search(TAIL_FACTS[0][1], mode="vector", limit=3).set_index("id")
+        assert found.loc[ids[0], "passage_stop"] == len(target.get_event(ids[0]).content)
+    with Memory(tmp_path / "target.duckdb", embedder="hash") as again:  # from the file
+        again.flush()
+        assert again.status()["passages"] is None  # nothing left to re-embed
+        assert _passage_rows(again) == rows
+
+
+@pytest.mark.real_model
+def test_a_tail_fact_is_found_by_vector_after_a_round_trip(tmp_path: Path, real_embedder) -> None:
+    from test_long_memories import _check_tail_facts, _ingest
+
+    with Memory(tmp_path / "source.duckdb", embedder=real_embedder) as source:
+        ids = _ingest(source)
+        source.export_json(tmp_path / "long.json")
+    with Memory(tmp_path / "target.duckdb", embedder=real_embedder) as target:
+        assert target.import_json(tmp_path / "long.json")["queued_for_embedding"] == 0
+        assert target.embeddings.backlog == 0
+        _check_tail_facts(target, ids, ("vector", None))
+
+
+def test_a_long_memory_of_a_file_without_passages_is_re_embedded_as_passages(
+    tmp_path: Path,
+) -> None:
+    # made by nbmemory before passages travelled (tests/data/make_export_v1.py): the
+    # long message's vector is its first passage's, alone
+    with Memory(tmp_path / "target.duckdb", embedder="hash") as mem:
+        result = mem.import_json(DATA / "export_v1.json")
+        assert result["events_added"] == 3 and result["queued_for_embedding"] == 0
+        long_id = max(mem.events().itertuples(), key=lambda r: len(r.content)).id
+        mem.flush()
+        passages = [r[2] for r in _passage_rows(mem) if r[0] == long_id]
+        assert len(passages) > 3 and passages == list(range(len(passages)))
+        assert mem.status()["passages"] == "1 of 1 long memories re-embedded as passages"
+        assert {r[2] for r in _passage_rows(mem) if r[0] != long_id} == {None}
+
+
+def _first_long(document: dict) -> dict:
+    return max(document["events"], key=lambda e: len(e["content"] or ""))
+
+
+BAD_PASSAGES = {
+    "one passage": (lambda e: e.update(passages=e["passages"][:1]), "2 passages or more"),
+    "not a list": (lambda e: e.update(passages="all"), "2 passages or more"),
+    "span past the text": (
+        lambda e: e["passages"][-1].update(stop=len(e["content"]) + 1),
+        r"passages\[\d+\]: span .* not inside the text",
+    ),
+    "spans out of order": (
+        lambda e: e["passages"][1].update(start=0),
+        r"passages\[1\]: span .* not inside the text",
+    ),
+    "empty span": (lambda e: e["passages"][0].update(stop=0), r"passages\[0\]: span"),
+    "start a string": (lambda e: e["passages"][0].update(start="0"), "must be integers"),
+    "vector of another dimension": (
+        lambda e: e["passages"][1].update(embedding=e["passages"][1]["embedding"][:40]),
+        r"passages\[1\]: embedding has",
+    ),
+    "zero vector": (
+        lambda e: e["passages"][2].update(
+            embedding=base64.b64encode(np.zeros(384, "<f4").tobytes()).decode()
+        ),
+        r"passages\[2\]: embedding is",
+    ),
+    "first passage not the embedding": (
+        lambda e: e["passages"][0].update(embedding=e["passages"][1]["embedding"]),
+        "differs from the event's embedding",
+    ),
+    "passages without embedding": (
+        lambda e: e.update(embedding=None, embedding_dim=None),
+        "need the event's text and its embedding",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_PASSAGES))
+def test_bad_passages_refuse_the_file_and_write_nothing(
+    mem: Memory, tmp_path: Path, name: str
+) -> None:
+    _long_store(mem, count=2)
+    file = tmp_path / "long.json"
+    mem.export_json(file)
+    document = json.loads(file.read_text(encoding="utf-8"))
+    mutate, message = BAD_PASSAGES[name]
+    mutate(_first_long(document))
+    file.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(InvalidInput, match=r"events\[\d\] .*" + message):
+        mem.import_json(file, namespace="target")
+    assert mem.events(namespace="target").empty
+    assert mem.store.run("SELECT count(*) FROM event_vectors WHERE namespace = 'target'") == [(0,)]

@@ -79,7 +79,7 @@ class EventsTable(TableObject):
         )
         source = "events"
         if with_embedding:  # each event with the vector of its embedding_model, if any
-            source = (  # (a long text's first passage: an import embeds the rest again)
+            source = (  # (a long text's first passage; its passages: :meth:`passages`)
                 f"(SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding FROM events e"
                 " LEFT JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model"
                 " AND coalesce(v.passage, 0) = 0)"
@@ -94,6 +94,27 @@ class EventsTable(TableObject):
             params.append(int(offset))
         frame: pd.DataFrame = self.store.run(sql, params, "df")
         return frame
+
+    def passages(
+        self, *, namespace: str, filters: dict[str, Any] | None = None
+    ) -> dict[str, list[tuple[int, int, np.ndarray]]]:
+        """event id -> ``(span_start, span_stop, vector)`` of each passage of its
+        ``embedding_model``, in order, for the events of ``namespace`` passing
+        ``filters`` that are stored as passages (a long text; an export carries them)."""
+        clauses, params = where_clause(namespace=namespace, filters=filters)
+        rows = self.store.run(
+            "SELECT v.id, v.span_start, v.span_stop, v.embedding FROM event_vectors v"
+            f" JOIN (SELECT id, embedding_model FROM events{where(clauses)}) e"
+            " ON v.id = e.id AND v.model = e.embedding_model"
+            " WHERE v.passage IS NOT NULL ORDER BY v.id, v.passage",
+            params,
+        )
+        out: dict[str, list[tuple[int, int, np.ndarray]]] = {}
+        for event_id, start, stop, vector in rows:
+            out.setdefault(event_id, []).append(
+                (int(start), int(stop), np.asarray(vector, dtype=np.float32))
+            )
+        return out
 
     def rows(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The records of these ids, in no particular order (missing ids are skipped)."""
@@ -336,13 +357,15 @@ class EventsTable(TableObject):
         *,
         vectors: dict[str, tuple[str, np.ndarray]] | None = None,
         matrix: tuple[str, np.ndarray] | None = None,
+        spans: dict[str, list[tuple[int, int]]] | None = None,
         bulk: bool = False,
     ) -> list[dict[str, Any]]:
         """Insert event rows (from ``build_row``); returns the stored records.
 
         Rows may arrive embedded: ``vectors`` maps an id to ``(model, vector)``
-        (imports), or ``matrix`` is ``(model, array)`` with one row per event (bulk
-        loads).  A row whose text redaction changed loses its vector.  One row
+        (imports; for an id of ``spans``, a long text's passages: one row of the
+        vector per passage, whose characters ``spans`` gives), or ``matrix`` is
+        ``(model, array)`` with one row per event (bulk loads).  A row whose text redaction changed loses its vector.  One row
         without a vector takes a plain parameterised INSERT; more take one Arrow
         insert.  Rows with text and no vector (and no recorded failure) are queued
         for embedding when the transaction commits.
@@ -359,7 +382,7 @@ class EventsTable(TableObject):
                     for a, b in zip(rows, safe, strict=True)
                 ]
             )
-            embedded = embedded_vectors(safe, kept, vectors or {}, matrix)
+            embedded = embedded_vectors(safe, kept, vectors or {}, matrix, spans)
         if len(safe) == 1 and not embedded and not bulk:
             values = {
                 c: to_epoch_us(safe[0].get(c)) if c in _TIMESTAMPS else safe[0].get(c)
