@@ -105,10 +105,18 @@ def test_file_format_is_versioned_and_documented(mem: Memory, tmp_path: Path) ->
     file = tmp_path / "out.json"
     summary = mem.export_json(file)
     document = json.loads(file.read_text(encoding="utf-8"))
-    assert document["format"] == FORMAT and document["version"] == VERSION == 1
+    assert document["format"] == FORMAT and document["version"] == VERSION == 2
     assert document["embedding_encoding"] == "base64-float32-le"
     assert document["scope"] == {"namespace": "default", "session_id": None}
-    assert document["counts"] == {"events": 1, "embedded": 1, "sessions": 0}
+    assert document["counts"] == {
+        "events": 1,
+        "embedded": 1,
+        "sessions": 0,
+        "facts": 0,
+        "macros": 0,
+        "scheduled_tasks": 0,
+        "terminal_allowed_prefixes": 0,
+    }
     item = document["events"][0]
     assert item["id"] == event.id and item["metadata"] == '{"a": "x", "b": 1}'
     assert item["created_at"].endswith("Z") and item["embedding_dim"] == 384
@@ -337,3 +345,165 @@ def test_bad_passages_refuse_the_file_and_write_nothing(
         mem.import_json(file, namespace="target")
     assert mem.events(namespace="target").empty
     assert mem.store.run("SELECT count(*) FROM event_vectors WHERE namespace = 'target'") == [(0,)]
+
+
+# -- format version 2: facts, macros, scheduled tasks, allowed prefixes (issue 38) ------------
+_TABLE_SQL = {
+    "facts": "SELECT id, namespace, category, key, value, source, created_at, updated_at"
+    " FROM facts WHERE namespace = ? ORDER BY category, key",
+    "macros": "SELECT * FROM macros WHERE namespace = ? ORDER BY trigger_tool, next_tool",
+    "scheduled_tasks": "SELECT * FROM scheduled_tasks WHERE namespace = ? ORDER BY name",
+}
+
+
+def _tables(mem: Memory, namespace: str = "default") -> dict[str, list[tuple]]:
+    out = {name: mem.store.run(sql, [namespace]) for name, sql in _TABLE_SQL.items()}
+    out["prefixes"] = mem.store.run("SELECT * FROM terminal_allowed_prefixes ORDER BY prefix")
+    return out
+
+
+def _without(rows: list[tuple], *positions: int) -> list[tuple]:
+    return [tuple(v for i, v in enumerate(r) if i not in positions) for r in rows]
+
+
+def _agent_state(mem: Memory) -> None:
+    mem.add_event("s", "user", "I deploy with git push")
+    mem.set_fact("user", "editor", "helix", source="user")
+    mem.set_fact("project", "language", "rust")
+    mem.add_macro("git_commit", "git_push", {"remote": "origin"}, trigger_args_pattern="*main*")
+    mem.add_macro("cargo_build", "cargo_test")
+    mem.record_macro_use(mem.macros.list()["id"].iloc[0])
+    mem.schedule_task("standup", "0 9 * * 1-5", "summarise yesterday", trusted=True)
+    mem.schedule_task("reminder", "in 2 hours", "water the plants")
+    mem.add_allowed_prefix("git status")
+    mem.add_allowed_prefix("cargo test")
+    mem.flush()
+
+
+def test_version_2_carries_facts_macros_tasks_and_prefixes(tmp_path: Path) -> None:
+    with Memory(tmp_path / "source.duckdb", embedder="hash") as source:
+        _agent_state(source)
+        before = _tables(source)
+        summary = source.export_json(tmp_path / "all.json")
+        session_only = source.export_json(tmp_path / "session.json", session_id="s")
+    assert {k: summary[k] for k in ("facts", "macros", "scheduled_tasks")} == {
+        "facts": 2,
+        "macros": 2,
+        "scheduled_tasks": 2,
+    }
+    assert summary["terminal_allowed_prefixes"] == 2
+    assert session_only["facts"] == session_only["terminal_allowed_prefixes"] == 0
+    with Memory(tmp_path / "target.duckdb", embedder="hash") as target:
+        target.set_fact("other", "thing", "taken id 1")  # the target uses fact id 1 already
+        target.add_macro("ls", "cat")  # and macro id 1
+        result = target.import_json(tmp_path / "all.json")
+        assert {k: v for k, v in result.items() if k.endswith("_added")} == {
+            "events_added": 1,
+            "sessions_added": 0,
+            "facts_added": 2,
+            "macros_added": 2,
+            "scheduled_tasks_added": 2,
+            "terminal_allowed_prefixes_added": 2,
+        }
+        after = _tables(target)
+        # every column as it was, ids aside where the target used them
+        assert after["scheduled_tasks"] == before["scheduled_tasks"]
+        assert after["prefixes"] == before["prefixes"]
+        mine = [r for r in after["facts"] if r[2] != "other"]
+        assert _without(mine, 0) == _without(before["facts"], 0)
+        assert {r[0] for r in mine}.isdisjoint({target.get_fact("other", "thing")["id"]})
+        assert _without([r for r in after["macros"] if r[2] != "ls"], 0) == _without(
+            before["macros"], 0
+        )
+        task = target.get_task(next(r[0] for r in before["scheduled_tasks"] if r[2] == "standup"))
+        assert task["is_trusted"] is True and task["prompt"] == "summarise yesterday"
+        assert target.get_fact("user", "editor")["value"] == "helix"
+        # importing again adds nothing
+        again = target.import_json(tmp_path / "all.json")
+        assert {k: v for k, v in again.items() if k.endswith("_added")} == dict.fromkeys(
+            [k for k in result if k.endswith("_added")], 0
+        )
+        assert _tables(target) == after
+        # into another namespace of the same store: its own copies, derived task ids
+        copy = target.import_json(tmp_path / "all.json", namespace="copy")
+        assert copy["facts_added"] == copy["macros_added"] == copy["scheduled_tasks_added"] == 2
+        assert copy["terminal_allowed_prefixes_added"] == 0  # the store's, allowed already
+        task_ids = {r[0] for r in _tables(target, "copy")["scheduled_tasks"]}
+        assert task_ids == {derived_id("copy", r[0]) for r in before["scheduled_tasks"]}
+        assert target.get_fact("project", "language", namespace="copy")["value"] == "rust"
+        trail = [json.loads(d) for d in target.audit_log(action="import")["details"]]
+        assert {"facts_added": 2, "terminal_allowed_prefixes_added": 2}.items() <= max(
+            trail, key=len
+        ).items()
+
+
+def test_a_version_1_file_is_still_read(tmp_path: Path) -> None:
+    # made by nbmemory before version 2 (tests/data/make_export_v1.py)
+    document = json.loads((DATA / "export_v1.json").read_text(encoding="utf-8"))
+    assert document["version"] == 1 and "facts" not in document
+    with Memory(tmp_path / "target.duckdb", embedder="hash") as mem:
+        result = mem.import_json(DATA / "export_v1.json")
+        assert result["version"] == 1
+        assert (result["events_added"], result["sessions_added"], result["facts_added"]) == (
+            3,
+            1,
+            0,
+        )
+        assert mem.get_session("s1").state["current_plan"] == ["brew tea"]
+        stored = {r[0]: r[1] for r in mem.store.run("SELECT id, embedding FROM event_vectors")}
+        for item in document["events"]:
+            assert mem.get_event(item["id"]).content == item["content"]
+            raw = np.asarray(stored[item["id"]], dtype="<f4").tobytes()
+            assert raw == base64.b64decode(item["embedding"])  # bit for bit
+        assert mem.store.run("SELECT count(*) FROM facts") == [(0,)]  # not in version 1
+
+
+BAD_TABLE_ROWS = {
+    "fact key empty": (lambda d: d["facts"][0].update(key=" "), r"facts\[0\]: key"),
+    "fact source unknown": (lambda d: d["facts"][1].update(source="robot"), r"facts\[1\]: source"),
+    "fact id negative": (lambda d: d["facts"][0].update(id=-1), r"facts\[0\]: id"),
+    "fact value a list": (lambda d: d["facts"][0].update(value=[1]), r"facts\[0\]: value"),
+    "macro confidence 2": (
+        lambda d: d["macros"][0].update(confidence=2.0),
+        r"macros\[0\]: confidence",
+    ),
+    "macro without tool": (lambda d: d["macros"][1].pop("next_tool"), r"macros\[1\]: next_tool"),
+    "task cron": (
+        lambda d: d["scheduled_tasks"][0].update(cron_expr="every full moon"),
+        r"scheduled_tasks\[0\]: cron_expr",
+    ),
+    "task trusted as text": (
+        lambda d: d["scheduled_tasks"][0].update(is_trusted="yes"),
+        r"scheduled_tasks\[0\]: is_trusted",
+    ),
+    "task time": (
+        lambda d: d["scheduled_tasks"][1].update(next_run_at="soon"),
+        r"scheduled_tasks\[1\]: next_run_at",
+    ),
+    "task repeated": (
+        lambda d: d["scheduled_tasks"].append(dict(d["scheduled_tasks"][0])),
+        "repeats rows of scheduled_tasks",
+    ),
+    "prefix a number": (
+        lambda d: d["terminal_allowed_prefixes"][0].update(prefix=7),
+        r"terminal_allowed_prefixes\[0\]: prefix",
+    ),
+    "facts not a list": (lambda d: d.update(facts={"a": 1}), "'facts' must be a list"),
+    "macro not an object": (lambda d: d["macros"].append(3), r"macros\[2\] is not an object"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_TABLE_ROWS))
+def test_a_bad_table_row_refuses_the_whole_file(tmp_path: Path, name: str) -> None:
+    with Memory(tmp_path / "source.duckdb", embedder="hash") as source:
+        _agent_state(source)
+        source.export_json(tmp_path / "all.json")
+    document = json.loads((tmp_path / "all.json").read_text(encoding="utf-8"))
+    mutate, message = BAD_TABLE_ROWS[name]
+    mutate(document)
+    (tmp_path / "all.json").write_text(json.dumps(document), encoding="utf-8")
+    with Memory(tmp_path / "target.duckdb", embedder="hash") as target:
+        with pytest.raises(InvalidInput, match=message):
+            target.import_json(tmp_path / "all.json")
+        assert target.events().empty  # nothing of the file went in
+        assert all(not rows for rows in _tables(target).values())

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .arriving_vectors import embedded_vectors, mark_embedded
 from .changes import Change, TextRow
 from .clauses import ORDERINGS, placeholders, to_epoch_us, where, where_clause
 from .schema import EVENTS, READ_COLUMNS
 from .table import TableObject
-from .vectors import embedded_vectors, mark_embedded
 
 _READ = ", ".join(READ_COLUMNS)
 _TEXT_COLUMNS = ("id", "namespace", "session_id", "content", "created_at", "seq")
@@ -79,7 +79,7 @@ class EventsTable(TableObject):
         )
         source = "events"
         if with_embedding:  # each event with the vector of its embedding_model, if any
-            source = (  # (a long text's first passage; its passages: :meth:`passages`)
+            source = (  # (a long text's first passage; its passages: ``store.vectors.passages``)
                 f"(SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding FROM events e"
                 " LEFT JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model"
                 " AND coalesce(v.passage, 0) = 0)"
@@ -94,27 +94,6 @@ class EventsTable(TableObject):
             params.append(int(offset))
         frame: pd.DataFrame = self.store.run(sql, params, "df")
         return frame
-
-    def passages(
-        self, *, namespace: str, filters: dict[str, Any] | None = None
-    ) -> dict[str, list[tuple[int, int, np.ndarray]]]:
-        """event id -> ``(span_start, span_stop, vector)`` of each passage of its
-        ``embedding_model``, in order, for the events of ``namespace`` passing
-        ``filters`` that are stored as passages (a long text; an export carries them)."""
-        clauses, params = where_clause(namespace=namespace, filters=filters)
-        rows = self.store.run(
-            "SELECT v.id, v.span_start, v.span_stop, v.embedding FROM event_vectors v"
-            f" JOIN (SELECT id, embedding_model FROM events{where(clauses)}) e"
-            " ON v.id = e.id AND v.model = e.embedding_model"
-            " WHERE v.passage IS NOT NULL ORDER BY v.id, v.passage",
-            params,
-        )
-        out: dict[str, list[tuple[int, int, np.ndarray]]] = {}
-        for event_id, start, stop, vector in rows:
-            out.setdefault(event_id, []).append(
-                (int(start), int(stop), np.asarray(vector, dtype=np.float32))
-            )
-        return out
 
     def rows(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The records of these ids, in no particular order (missing ids are skipped)."""

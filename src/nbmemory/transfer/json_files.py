@@ -1,15 +1,16 @@
 """Export and import of a session or a namespace as one JSON file.
 
-Format ``nbmemory.export`` version 1 (a JSON object)::
+Format ``nbmemory.export`` version 2 (a JSON object)::
 
     {
       "format": "nbmemory.export",
-      "version": 1,
+      "version": 2,
       "exported_at": "2026-11-30T12:00:00.000000Z",     # UTC
       "nbmemory_version": "0.1.0",
       "scope": {"namespace": "default", "session_id": null},
       "embedding_encoding": "base64-float32-le",
-      "counts": {"events": 2, "embedded": 2, "sessions": 1},
+      "counts": {"events": 2, "embedded": 2, "sessions": 1, "facts": 1, "macros": 0,
+                 "scheduled_tasks": 0, "terminal_allowed_prefixes": 0},
       "events": [
         {
           "id": "...", "session_id": "...", "namespace": "...", "kind": "message",
@@ -34,8 +35,16 @@ Format ``nbmemory.export`` version 1 (a JSON object)::
         {"namespace": "...", "session_id": "...", "user_id": "", "status": "active",
          "state": "{...}",                  # JSON text as stored
          "created_at": "...Z", "last_activity": "...Z", "closed_at": null}
-      ]
+      ],
+      "facts": [{"id": 1, "namespace": "...", "category": "...", "key": "...",
+                 "value": "...", "source": "", "created_at": "...Z", "updated_at": "...Z"}],
+      "macros": [...], "scheduled_tasks": [...],      # every column, as stored
+      "terminal_allowed_prefixes": [{"prefix": "git status", "created_at": "...Z"}]
     }
+
+Facts, macros, scheduled tasks and allowed prefixes come with an export of a
+whole namespace (not of one session); :mod:`.json_tables` says how they are
+checked and merged.  Version 1 (events and sessions only) is still read.
 
 Every field of ``events`` and ``sessions`` is kept: timestamps to the microsecond
 (DuckDB's precision), floats exactly, vectors bit for bit (raw float32 bytes).
@@ -56,8 +65,7 @@ as they were exported, so a fact in a long text's tail is found by vector search
 at once; a long text with one vector (a file made before passages) is re-embedded
 as passages in the background after the import.  Vectors of another
 model are kept as they are (search only compares vectors of the store's model;
-``Memory.reembed`` converts them).  Facts, macros and scheduled tasks are not
-part of version 1.
+``Memory.reembed`` converts them).
 """
 
 from __future__ import annotations
@@ -90,9 +98,10 @@ from ..validation import (
     vector_problem,
 )
 from ..version import __version__
+from .json_tables import TABLES, export_tables, insert_tables, read_tables
 
 FORMAT = "nbmemory.export"
-VERSION = 1
+VERSION = 2
 EMBEDDING_ENCODING = "base64-float32-le"
 
 _TIME_FIELDS = ("created_at", "updated_at", "consolidated_at")
@@ -157,7 +166,7 @@ def export_json(
     if session_id is not None and frame.empty and not session_rows:
         raise SessionNotFound(session_id, namespace, "has no events or state")
     records = frame.to_dict(orient="records")
-    passages = core.store.events.passages(namespace=namespace, filters=where)
+    passages = core.store.vectors.passages(namespace=namespace, filters=where)
     events_out = [
         _export_event(r, passages.get(r["id"]))
         for r in _progress(records, progress, "export", len(records))
@@ -169,6 +178,9 @@ def export_json(
         for name in _SESSION_TIME_FIELDS:
             item[name] = _time_text(item[name])
         sessions_out.append(item)
+    tables = export_tables(core, namespace) if session_id is None else {t: [] for t in TABLES}
+    counts = {"events": len(events_out), "embedded": embedded, "sessions": len(sessions_out)}
+    counts.update({table: len(rows) for table, rows in tables.items()})
     document = {
         "format": FORMAT,
         "version": VERSION,
@@ -176,9 +188,10 @@ def export_json(
         "nbmemory_version": __version__,
         "scope": {"namespace": namespace, "session_id": session_id},
         "embedding_encoding": EMBEDDING_ENCODING,
-        "counts": {"events": len(events_out), "embedded": embedded, "sessions": len(sessions_out)},
+        "counts": counts,
         "events": events_out,
         "sessions": sessions_out,
+        **tables,
     }
     _write_atomically(target, document)
     summary = {
@@ -188,6 +201,7 @@ def export_json(
         "events": len(events_out),
         "embedded": embedded,
         "sessions": len(sessions_out),
+        **{table: len(rows) for table, rows in tables.items()},
         "bytes": target.stat().st_size,
         "version": VERSION,
     }
@@ -437,6 +451,7 @@ def import_json(
         _session_row(s, i, namespace, core.settings.payload_limits)
         for i, s in enumerate(document.get("sessions", []))
     ]
+    tables = read_tables(core, document, namespace) if document["version"] >= 2 else None
     ids = [r["id"] for r in rows]
     if len(set(ids)) != len(ids):
         raise InvalidInput(f"{path}: the file repeats event ids; it was not made by export")
@@ -456,10 +471,13 @@ def import_json(
                 existing.add((row["namespace"], row["session_id"]))
                 new_sessions.append(row)
         tx.sessions.insert_rows(new_sessions)
+        merged = insert_tables(tx, tables, derived_id) if tables else {t: (0, 0) for t in TABLES}
         redacted = sum(tx.change.redacted.values())
         queued = len(tx.change.to_embed)
         namespaces = sorted(
-            {r["namespace"] for r in records} | {r["namespace"] for r in new_sessions}
+            {r["namespace"] for r in records}
+            | {r["namespace"] for r in new_sessions}
+            | {r["namespace"] for t in TABLES[:3] for r in (tables or {}).get(t, [])}
         )
         for ns in namespaces or [namespace or core.namespace]:
             chosen = [r["id"] for r in records if r["namespace"] == ns]
@@ -471,6 +489,7 @@ def import_json(
                     "file": str(Path(path).name),
                     "events_added": len(chosen),
                     "sessions_added": sum(1 for r in new_sessions if r["namespace"] == ns),
+                    **{f"{t}_added": merged[t][0] for t in TABLES if merged[t][0]},
                 },
             )
     _requeue_whole_long(core, records, spans)
@@ -481,6 +500,8 @@ def import_json(
         "events_skipped": skipped,
         "sessions_added": len(new_sessions),
         "sessions_skipped": len(session_rows) - len(new_sessions),
+        **{f"{t}_added": merged[t][0] for t in TABLES},
+        **{f"{t}_skipped": merged[t][1] for t in TABLES},
         "namespaces": namespaces,
         "redacted": redacted,
         "queued_for_embedding": queued,
