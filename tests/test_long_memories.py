@@ -321,3 +321,44 @@ def test_explorer_marks_where_its_text_filter_found_a_long_memory(tmp_path):
         assert re.findall(r"<mark>(.*?)</mark>", page) == ["Priya"]
         assert "<script>" not in page and "&lt;script&gt;" in page
         assert html.escape(text[:40]) not in page  # elided around the match
+
+
+def _orphan_vectors(mem: Memory) -> int:
+    rows = mem.store.run(
+        "SELECT count(*) FROM event_vectors WHERE id NOT IN (SELECT id FROM events)"
+    )
+    return int(rows[0][0])
+
+
+def test_every_way_of_forgetting_takes_the_passages_and_purge_leaves_no_orphan(tmp_path):
+    texts = [long_message(i, fact) for i, (fact, _) in enumerate(TAIL_FACTS[:7])]
+    with Memory(tmp_path / "m.duckdb", embedder="hash", background_consolidation=False) as mem:
+        mem.start_session("ana", session_id="ana-s")
+        mem.start_session("bo", session_id="bo-s", namespace="team")
+        gone = [
+            mem.add_event("s", "assistant", texts[0]).id,  # delete
+            mem.add_event("ana-s", "assistant", texts[1]).id,  # forget_user
+            mem.add_event("closed", "assistant", texts[2]).id,  # delete_session with events
+            mem.add_memory(texts[3]).id,  # clear_memories
+            mem.add_memory(texts[4], namespace="team").id,  # a namespace's memories
+            mem.add_event("bo-s", "assistant", texts[5], namespace="team").id,  # every namespace
+        ]
+        kept = mem.add_event("s", "assistant", texts[6]).id
+        mem.flush()
+        rows = _vector_rows(mem)
+        per_event = {i: sum(r[0] == i for r in rows) for i in [*gone, kept]}
+        assert min(per_event.values()) > 3, per_event
+        assert mem.delete(gone[0]) == 1
+        assert mem.forget_user("ana")["events"] == 1
+        assert mem.delete_session("closed", events=True)["events"] == 1
+        assert mem.clear_memories() == 1
+        assert mem.clear_memories(namespace="team") == 1
+        assert mem.forget_user("bo", all_namespaces=True)["events"] == 1
+        assert {r[0] for r in _vector_rows(mem)} == {kept}
+        assert _orphan_vectors(mem) == 0
+        mem.purge()
+        assert _orphan_vectors(mem) == 0
+        after = _vector_rows(mem)
+        assert len(after) == per_event[kept] and {r[0] for r in after} == {kept}
+        found = mem.search(TAIL_FACTS[6][1], mode="vector", limit=1)
+        assert found["id"].tolist() == [kept]  # the passages that stay still serve search

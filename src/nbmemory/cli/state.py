@@ -196,8 +196,10 @@ def cmd_state_export(args: argparse.Namespace) -> int:
     scope = f"session {args.session_id!r} of " if args.session_id else ""
     print(
         f"exported {scope}namespace {summary['namespace']!r}: {summary['events']} event(s) "
-        f"({summary['embedded']} with vectors), {summary['sessions']} session(s) "
-        f"-> {summary['path']} ({summary['bytes']:,} bytes, format v{summary['version']})"
+        f"({summary['embedded']} with vectors), {summary['sessions']} session(s), "
+        f"{summary['facts']} fact(s), {summary['macros']} macro(s), "
+        f"{summary['scheduled_tasks']} scheduled task(s), "
+        f"{summary['terminal_allowed_prefixes']} allowed prefix(es) -> {summary['path']} ({summary['bytes']:,} bytes, format v{summary['version']})"
     )
     return 0
 
@@ -216,7 +218,10 @@ def cmd_state_import(args: argparse.Namespace) -> int:
     print(
         f"imported{where}: {summary['events_added']} new event(s), "
         f"{summary['events_skipped']} already present; {summary['sessions_added']} new "
-        f"session(s), {summary['sessions_skipped']} already present"
+        f"session(s), {summary['sessions_skipped']} already present; new: "
+        f"{summary['facts_added']} fact(s), {summary['macros_added']} macro(s), "
+        f"{summary['scheduled_tasks_added']} scheduled task(s), "
+        f"{summary['terminal_allowed_prefixes_added']} allowed prefix(es)"
         + (f"; redacted {summary['redacted']} secret(s)" if summary["redacted"] else "")
     )
     return 0

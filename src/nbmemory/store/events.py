@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .arriving_vectors import embedded_vectors, mark_embedded
 from .changes import Change, TextRow
 from .clauses import ORDERINGS, placeholders, to_epoch_us, where, where_clause
 from .schema import EVENTS, READ_COLUMNS
 from .table import TableObject
-from .vectors import embedded_vectors, mark_embedded
 
 _READ = ", ".join(READ_COLUMNS)
 _TEXT_COLUMNS = ("id", "namespace", "session_id", "content", "created_at", "seq")
@@ -79,7 +79,7 @@ class EventsTable(TableObject):
         )
         source = "events"
         if with_embedding:  # each event with the vector of its embedding_model, if any
-            source = (  # (a long text's first passage: an import embeds the rest again)
+            source = (  # (a long text's first passage; its passages: ``store.vectors.passages``)
                 f"(SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding FROM events e"
                 " LEFT JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model"
                 " AND coalesce(v.passage, 0) = 0)"
@@ -336,13 +336,15 @@ class EventsTable(TableObject):
         *,
         vectors: dict[str, tuple[str, np.ndarray]] | None = None,
         matrix: tuple[str, np.ndarray] | None = None,
+        spans: dict[str, list[tuple[int, int]]] | None = None,
         bulk: bool = False,
     ) -> list[dict[str, Any]]:
         """Insert event rows (from ``build_row``); returns the stored records.
 
         Rows may arrive embedded: ``vectors`` maps an id to ``(model, vector)``
-        (imports), or ``matrix`` is ``(model, array)`` with one row per event (bulk
-        loads).  A row whose text redaction changed loses its vector.  One row
+        (imports; for an id of ``spans``, a long text's passages: one row of the
+        vector per passage, whose characters ``spans`` gives), or ``matrix`` is
+        ``(model, array)`` with one row per event (bulk loads).  A row whose text redaction changed loses its vector.  One row
         without a vector takes a plain parameterised INSERT; more take one Arrow
         insert.  Rows with text and no vector (and no recorded failure) are queued
         for embedding when the transaction commits.
@@ -359,7 +361,7 @@ class EventsTable(TableObject):
                     for a, b in zip(rows, safe, strict=True)
                 ]
             )
-            embedded = embedded_vectors(safe, kept, vectors or {}, matrix)
+            embedded = embedded_vectors(safe, kept, vectors or {}, matrix, spans)
         if len(safe) == 1 and not embedded and not bulk:
             values = {
                 c: to_epoch_us(safe[0].get(c)) if c in _TIMESTAMPS else safe[0].get(c)

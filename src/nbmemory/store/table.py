@@ -97,6 +97,32 @@ class TableObject:
         )
         return {row[0] for row in rows}
 
+    def all_rows(
+        self, namespace: str | None = None, columns: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Every row (of ``namespace`` when given) as a dict of ``columns`` (default: all
+        declared), in key order: what an export writes."""
+        names = list(columns or self.table.names)
+        if set(names) - set(self.table.names):
+            raise ValueError(f"unknown columns {set(names) - set(self.table.names)}")
+        sql = f"SELECT {', '.join(names)} FROM {self.table.name}"
+        params: list[Any] = []
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params.append(namespace)
+        rows: list[dict[str, Any]] = self.store.run(
+            f"{sql} ORDER BY {', '.join(self.table.key)}", params, "records"
+        )
+        return rows
+
+    def max_key(self) -> int:
+        """The largest value of the (integer) key, 0 for an empty table: an import
+        numbers a row whose id is taken past it."""
+        rows = self.store.run(
+            f"SELECT coalesce(max({self.table.key[0]}), 0) FROM {self.table.name}"
+        )
+        return int(rows[0][0])
+
     def _type(self, column: str) -> pa.DataType:
         return next(c.type for c in self.table.columns if c.name == column)
 

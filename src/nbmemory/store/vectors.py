@@ -209,6 +209,27 @@ class EventVectors(TableObject):
         )
         return {r[0]: (int(r[1]), int(r[2])) for r in rows if r[1] is not None}
 
+    def passages(
+        self, *, namespace: str, filters: dict[str, Any] | None = None
+    ) -> dict[str, list[tuple[int, int, np.ndarray]]]:
+        """event id -> ``(span_start, span_stop, vector)`` of each passage of its
+        ``embedding_model``, in order, for the events of ``namespace`` passing
+        ``filters`` that are stored as passages (a long text; an export carries them)."""
+        clauses, params = where_clause(namespace=namespace, filters=filters)
+        rows = self.store.run(
+            "SELECT v.id, v.span_start, v.span_stop, v.embedding FROM event_vectors v"
+            f" JOIN (SELECT id, embedding_model FROM events{where(clauses)}) e"
+            " ON v.id = e.id AND v.model = e.embedding_model"
+            " WHERE v.passage IS NOT NULL ORDER BY v.id, v.passage",
+            params,
+        )
+        out: dict[str, list[tuple[int, int, np.ndarray]]] = {}
+        for event_id, start, stop, vector in rows:
+            out.setdefault(event_id, []).append(
+                (int(start), int(stop), np.asarray(vector, dtype=np.float32))
+            )
+        return out
+
     def batches(self, model: str, rows: int = 65536) -> Iterator[pa.RecordBatch]:
         """(key, namespace, embedding) of every vector row of ``model``, a batch at a time.
 
@@ -486,59 +507,6 @@ class EventVectors(TableObject):
             self.drop([r[0] for r in rows])
             self.store.changed(Change(unvectored=[r[0] for r in rows], to_embed=rows))
         return rows
-
-
-def embedded_vectors(
-    rows: list[dict[str, Any]],
-    kept: np.ndarray,
-    vectors: dict[str, tuple[str, np.ndarray]],
-    matrix: tuple[str, np.ndarray] | None,
-) -> list[Vectors]:
-    """The vectors that arrive with the rows, by model (rows whose text changed left out)."""
-    if matrix is not None:
-        model, block = matrix
-        block = np.asarray(block, dtype=np.float32)
-        chosen = np.flatnonzero(kept)
-        return [
-            Vectors(
-                model,
-                [rows[i]["id"] for i in chosen],
-                [rows[i]["namespace"] for i in chosen],
-                block[chosen],
-            )
-        ]
-    by_model: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        if row["id"] in vectors and kept[i]:
-            by_model.setdefault(vectors[row["id"]][0], []).append(i)
-    return [
-        Vectors(
-            model,
-            [rows[i]["id"] for i in chosen],
-            [rows[i]["namespace"] for i in chosen],
-            np.stack([np.asarray(vectors[rows[i]["id"]][1], dtype=np.float32) for i in chosen]),
-        )
-        for model, chosen in by_model.items()
-    ]
-
-
-def mark_embedded(data: pa.Table, groups: list[Vectors]) -> pa.Table:
-    """Event rows ``data`` with ``embedding_model`` set for the events of ``groups``."""
-    model_of = {event_id: g.model for g in groups for event_id in g.ids}
-    models = pa.array(
-        [
-            model_of.get(i, old)
-            for i, old in zip(
-                data.column("id").to_pylist(),
-                data.column("embedding_model").to_pylist(),
-                strict=True,
-            )
-        ],
-        pa.string(),
-    )
-    return data.set_column(
-        data.schema.get_field_index("embedding_model"), "embedding_model", models
-    )
 
 
 def vector_rows(group: Vectors) -> pa.Table:

@@ -1,15 +1,16 @@
 """Export and import of a session or a namespace as one JSON file.
 
-Format ``nbmemory.export`` version 1 (a JSON object)::
+Format ``nbmemory.export`` version 2 (a JSON object)::
 
     {
       "format": "nbmemory.export",
-      "version": 1,
+      "version": 2,
       "exported_at": "2026-11-30T12:00:00.000000Z",     # UTC
       "nbmemory_version": "0.1.0",
       "scope": {"namespace": "default", "session_id": null},
       "embedding_encoding": "base64-float32-le",
-      "counts": {"events": 2, "embedded": 2, "sessions": 1},
+      "counts": {"events": 2, "embedded": 2, "sessions": 1, "facts": 1, "macros": 0,
+                 "scheduled_tasks": 0, "terminal_allowed_prefixes": 0},
       "events": [
         {
           "id": "...", "session_id": "...", "namespace": "...", "kind": "message",
@@ -24,18 +25,33 @@ Format ``nbmemory.export`` version 1 (a JSON object)::
           "embedding_model": "sentence-transformers/all-MiniLM-L6-v2",
           "embedding_error": null,
           "embedding_dim": 384,             # null when there is no vector
-          "embedding": "AAAgQQ..."          # base64 of little-endian float32, or null
+          "embedding": "AAAgQQ...",         # base64 of little-endian float32, or null
+          "passages": null                  # or, for a long text stored as passages:
+          # [{"start": 0, "stop": 812, "embedding": "..."}, ...]  one per passage, in
+          # order: its characters [start, stop) of content, and its vector
         }
       ],
       "sessions": [
         {"namespace": "...", "session_id": "...", "user_id": "", "status": "active",
          "state": "{...}",                  # JSON text as stored
          "created_at": "...Z", "last_activity": "...Z", "closed_at": null}
-      ]
+      ],
+      "facts": [{"id": 1, "namespace": "...", "category": "...", "key": "...",
+                 "value": "...", "source": "", "created_at": "...Z", "updated_at": "...Z"}],
+      "macros": [...], "scheduled_tasks": [...],      # every column, as stored
+      "terminal_allowed_prefixes": [{"prefix": "git status", "created_at": "...Z"}]
     }
+
+Facts, macros, scheduled tasks and allowed prefixes come with an export of a
+whole namespace (not of one session); :mod:`.json_tables` says how they are
+checked and merged.  Version 1 (events and sessions only) is still read.
 
 Every field of ``events`` and ``sessions`` is kept: timestamps to the microsecond
 (DuckDB's precision), floats exactly, vectors bit for bit (raw float32 bytes).
+A long text stored as passages (see :mod:`nbmemory.retrieval.passages`) carries
+every passage's span and vector under ``passages``; ``embedding`` is then its first
+passage's (what a reader that ignores ``passages``, such as an nbmemory before
+them, keeps as the vector of the whole text, to be re-embedded as passages).
 
 Import rules: every row passes the same validation as ``add_event`` (one bad
 row refuses the whole file, naming it); a row whose id is already in the target
@@ -44,10 +60,12 @@ that namespace; an id already used in *another* namespace of the store is
 replaced by a stable derived id (``uuid5`` of the target namespace and the old
 id), so the same file can be imported into several namespaces of one store and
 re-importing still adds nothing.  Text goes through redaction like any write; a
-row whose text changed loses its vector and is re-embedded.  Vectors of another
+row whose text changed loses its vector(s) and is re-embedded.  Passages come in
+as they were exported, so a fact in a long text's tail is found by vector search
+at once; a long text with one vector (a file made before passages) is re-embedded
+as passages in the background after the import.  Vectors of another
 model are kept as they are (search only compares vectors of the store's model;
-``Memory.reembed`` converts them).  Facts, macros and scheduled tasks are not
-part of version 1.
+``Memory.reembed`` converts them).
 """
 
 from __future__ import annotations
@@ -80,9 +98,10 @@ from ..validation import (
     vector_problem,
 )
 from ..version import __version__
+from .json_tables import TABLES, export_tables, insert_tables, read_tables
 
 FORMAT = "nbmemory.export"
-VERSION = 1
+VERSION = 2
 EMBEDDING_ENCODING = "base64-float32-le"
 
 _TIME_FIELDS = ("created_at", "updated_at", "consolidated_at")
@@ -147,7 +166,11 @@ def export_json(
     if session_id is not None and frame.empty and not session_rows:
         raise SessionNotFound(session_id, namespace, "has no events or state")
     records = frame.to_dict(orient="records")
-    events_out = [_export_event(r) for r in _progress(records, progress, "export", len(records))]
+    passages = core.store.vectors.passages(namespace=namespace, filters=where)
+    events_out = [
+        _export_event(r, passages.get(r["id"]))
+        for r in _progress(records, progress, "export", len(records))
+    ]
     embedded = sum(1 for item in events_out if item["embedding"] is not None)
     sessions_out = []
     for row in session_rows:
@@ -155,6 +178,9 @@ def export_json(
         for name in _SESSION_TIME_FIELDS:
             item[name] = _time_text(item[name])
         sessions_out.append(item)
+    tables = export_tables(core, namespace) if session_id is None else {t: [] for t in TABLES}
+    counts = {"events": len(events_out), "embedded": embedded, "sessions": len(sessions_out)}
+    counts.update({table: len(rows) for table, rows in tables.items()})
     document = {
         "format": FORMAT,
         "version": VERSION,
@@ -162,9 +188,10 @@ def export_json(
         "nbmemory_version": __version__,
         "scope": {"namespace": namespace, "session_id": session_id},
         "embedding_encoding": EMBEDDING_ENCODING,
-        "counts": {"events": len(events_out), "embedded": embedded, "sessions": len(sessions_out)},
+        "counts": counts,
         "events": events_out,
         "sessions": sessions_out,
+        **tables,
     }
     _write_atomically(target, document)
     summary = {
@@ -174,6 +201,7 @@ def export_json(
         "events": len(events_out),
         "embedded": embedded,
         "sessions": len(sessions_out),
+        **{table: len(rows) for table, rows in tables.items()},
         "bytes": target.stat().st_size,
         "version": VERSION,
     }
@@ -184,7 +212,9 @@ def export_json(
     return summary
 
 
-def _export_event(record: dict[str, Any]) -> dict[str, Any]:
+def _export_event(
+    record: dict[str, Any], passages: list[tuple[int, int, np.ndarray]] | None
+) -> dict[str, Any]:
     item: dict[str, Any] = {}
     for column in EVENTS.names:
         if column != "embedding":
@@ -196,6 +226,12 @@ def _export_event(record: dict[str, Any]) -> dict[str, Any]:
         item["embedding"] = None
     else:
         item["embedding"], item["embedding_dim"] = encode_vector(vector)
+    item["passages"] = None
+    if passages:
+        item["passages"] = [
+            {"start": start, "stop": stop, "embedding": encode_vector(values)[0]}
+            for start, stop, values in passages
+        ]
     item["importance"] = float(item["importance"])
     return item
 
@@ -282,6 +318,9 @@ def _event_row(core: Core, item: Any, index: int, namespace: str | None) -> dict
             embedding_error=item.get("embedding_error"),
         )
         row["vector"] = _item_vector(item)
+        row["spans"] = None
+        if item.get("passages") is not None:
+            row["vector"], row["spans"] = _item_passages(item, row["vector"], row["content"])
     except InvalidInput as exc:
         raise InvalidInput(f"events[{index}] ({item.get('id')!r}): {exc}") from None
     return row
@@ -304,6 +343,48 @@ def _item_vector(item: dict[str, Any]) -> tuple[str, np.ndarray] | None:
     return model, values
 
 
+def _item_passages(
+    item: dict[str, Any], vector: tuple[str, np.ndarray] | None, content: str | None
+) -> tuple[tuple[str, np.ndarray], list[tuple[int, int]]]:
+    """(model, one vector row per passage) and the passages' spans of an exported long
+    text: spans inside its text, in order; the first passage's vector is ``embedding``."""
+    passages = item["passages"]
+    if not isinstance(passages, list) or len(passages) < 2:
+        raise InvalidInput("passages must be a list of 2 passages or more, or null")
+    if vector is None or content is None:
+        raise InvalidInput("passages need the event's text and its embedding")
+    model, first = vector
+    rows: list[np.ndarray] = []
+    spans: list[tuple[int, int]] = []
+    for k, passage in enumerate(passages):
+        where = f"passages[{k}]"
+        if not isinstance(passage, dict):
+            raise InvalidInput(f"{where} is not an object")
+        start, stop, text = passage.get("start"), passage.get("stop"), passage.get("embedding")
+        if type(start) is not int or type(stop) is not int:  # (a bool is no position)
+            raise InvalidInput(f"{where}: start and stop must be integers")
+        low = spans[-1][0] + 1 if spans else 0
+        if not low <= start < stop <= len(content):
+            raise InvalidInput(
+                f"{where}: span [{start}, {stop}) is not inside the text ({len(content)}"
+                " characters) after the previous passage's start"
+            )
+        if not isinstance(text, str):
+            raise InvalidInput(f"{where}: embedding must be base64 text")
+        try:
+            values = decode_vector(text, len(first))
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
+        problem = vector_problem(values)
+        if problem:
+            raise InvalidInput(f"{where}: embedding is {problem}")
+        rows.append(values)
+        spans.append((start, stop))
+    if rows[0].tobytes() != first.tobytes():
+        raise InvalidInput("passages[0]: embedding differs from the event's embedding")
+    return (model, np.stack(rows)), spans
+
+
 def _check_dimensions(core: Core, rows: list[dict[str, Any]]) -> None:
     """Vectors of the store's model must have its dimension (others are kept as they are)."""
     mine = [(i, r) for i, r in enumerate(rows) if r["vector"] and r["vector"][0] == core.model]
@@ -311,9 +392,9 @@ def _check_dimensions(core: Core, rows: list[dict[str, Any]]) -> None:
         return
     expected = core.store.vectors.vector_dim(core.model) or core.embedder.dim
     for index, row in mine:
-        if len(row["vector"][1]) != expected:
+        if row["vector"][1].shape[-1] != expected:
             raise InvalidInput(
-                f"events[{index}] ({row['id']!r}): embedding has {len(row['vector'][1])} values "
+                f"events[{index}] ({row['id']!r}): embedding has {row['vector'][1].shape[-1]} values "
                 f"but {core.model} makes {expected}; export it again from a store of that model"
             )
 
@@ -370,6 +451,7 @@ def import_json(
         _session_row(s, i, namespace, core.settings.payload_limits)
         for i, s in enumerate(document.get("sessions", []))
     ]
+    tables = read_tables(core, document, namespace) if document["version"] >= 2 else None
     ids = [r["id"] for r in rows]
     if len(set(ids)) != len(ids):
         raise InvalidInput(f"{path}: the file repeats event ids; it was not made by export")
@@ -377,9 +459,11 @@ def import_json(
     with core.writer.transaction() as tx:
         added, skipped = _new_rows(core, rows)
         vectors = {r["id"]: r.pop("vector") for r in rows if r.get("vector") is not None}
+        spans = {r["id"]: r.pop("spans") for r in rows if r.get("spans") is not None}
         for row in rows:
             row.pop("vector", None)
-        records = tx.events.insert(added, vectors=vectors, bulk=True) if added else []
+            row.pop("spans", None)
+        records = tx.events.insert(added, vectors=vectors, spans=spans, bulk=True) if added else []
         existing = tx.sessions.keys()
         new_sessions = []
         for row in session_rows:
@@ -387,10 +471,13 @@ def import_json(
                 existing.add((row["namespace"], row["session_id"]))
                 new_sessions.append(row)
         tx.sessions.insert_rows(new_sessions)
+        merged = insert_tables(tx, tables, derived_id) if tables else {t: (0, 0) for t in TABLES}
         redacted = sum(tx.change.redacted.values())
         queued = len(tx.change.to_embed)
         namespaces = sorted(
-            {r["namespace"] for r in records} | {r["namespace"] for r in new_sessions}
+            {r["namespace"] for r in records}
+            | {r["namespace"] for r in new_sessions}
+            | {r["namespace"] for t in TABLES[:3] for r in (tables or {}).get(t, [])}
         )
         for ns in namespaces or [namespace or core.namespace]:
             chosen = [r["id"] for r in records if r["namespace"] == ns]
@@ -402,8 +489,10 @@ def import_json(
                     "file": str(Path(path).name),
                     "events_added": len(chosen),
                     "sessions_added": sum(1 for r in new_sessions if r["namespace"] == ns),
+                    **{f"{t}_added": merged[t][0] for t in TABLES if merged[t][0]},
                 },
             )
+    _requeue_whole_long(core, records, spans)
     return {
         "path": str(path),
         "version": document["version"],
@@ -411,10 +500,32 @@ def import_json(
         "events_skipped": skipped,
         "sessions_added": len(new_sessions),
         "sessions_skipped": len(session_rows) - len(new_sessions),
+        **{f"{t}_added": merged[t][0] for t in TABLES},
+        **{f"{t}_skipped": merged[t][1] for t in TABLES},
         "namespaces": namespaces,
         "redacted": redacted,
         "queued_for_embedding": queued,
     }
+
+
+def _requeue_whole_long(
+    core: Core, records: list[dict[str, Any]], spans: dict[str, list[tuple[int, int]]]
+) -> None:
+    """Hand the worker the imported long texts that came with one vector of the store's
+    model (a file made before passages): it embeds them as passages in the background."""
+    worker = core.worker
+    if worker is None or worker.split is None:
+        return
+    window = int(getattr(worker.split, "known_window", 0))
+    worker.submit_for_passages(
+        [
+            (r["id"], r["content"])
+            for r in records
+            if r["embedding_model"] == core.model
+            and r["id"] not in spans
+            and len(r["content"] or "") > window
+        ]
+    )
 
 
 def _new_rows(core: Core, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
