@@ -39,6 +39,7 @@ from ..memory import Memory
 from ..retrieval import FastEmbedEmbedder, resolve_embedder
 from ..retrieval.embedders import model_state, model_unavailable
 from ..validation import check_limit, check_name, check_unit_interval
+from . import housekeeping
 from .display import MemoryStatus, RememberedEvent
 from .highlight import RecallFrame
 from .parsers import (
@@ -512,28 +513,9 @@ class MemoryMagics(Magics):
     def _memory_import(self, args: argparse.Namespace) -> Any:
         return self.memory.transfer.import_json(args.path, namespace=args.namespace)
 
-    def _memory_consolidate(self, args: argparse.Namespace) -> Any:
-        report = self.memory.consolidation.run(
-            compact=args.compact or None,
-            older_than_hours=args.older_than_hours,
-            session_id=args.session,
-        )
-        if report.summary_ids and report.archived:
-            print(f"%memory restore {report.summary_ids[0]} brings its messages back")
-        return report
-
-    def _memory_restore(self, args: argparse.Namespace) -> int:
-        restored = self.memory.consolidation.restore(args.summary_id)
-        if not restored:
-            raise UsageError(
-                f"nothing in the archive for summary {args.summary_id}; "
-                "mem.consolidation.archive() lists what is there"
-            )
-        print(f"restored {restored} messages")
-        return restored
-
-    def _memory_learn(self, args: argparse.Namespace) -> Any:
-        return self.memory.agents_md.add_learning(args.section, " ".join(args.text))
+    _memory_consolidate = housekeeping.consolidate
+    _memory_restore = housekeeping.restore
+    _memory_learn = housekeeping.learn
 
     def _memory_flush(self, args: argparse.Namespace) -> MemoryStatus:
         mem = self.memory
