@@ -255,6 +255,12 @@ def test_a_question_naming_a_speaker_favours_their_turns(store_path):
         ("see you on Saturday", True),
         ("a few years ago I painted a lake", True),
         ("the party is on 10/5", True),
+        ("Last Fri we went hiking", True),  # a weekday written short
+        ("I haven't painted since we last spoke", True),
+        ("I've had these friends for 3 years now", True),
+        ("we have been at it a few months now", True),
+        ("I last spoke to her about painting", False),
+        ("the cat sat down and now sleeps", False),
         ("I may come along", False),  # the verb, not the month
         ("I love painting lakes", False),
         ("", False),
