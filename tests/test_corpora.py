@@ -180,10 +180,14 @@ def test_evaluate_corpora_on_the_tech_chat_with_the_hash_embedder(capsys) -> Non
         "recall@10",
         "MRR",
         "hit@10",
+        "guard",
         "questions",
         "messages",
     ]
-    assert table.loc[("tech-chat", "oracle")].tolist() == [1, 1, 1, 1, 24, 60]
+    assert table.drop(columns="guard").loc[("tech-chat", "oracle")].tolist() == [1, 1, 1, 1, 24, 60]
+    # how often the default's guard fell back to RRF: a share, for the default only
+    assert 0 <= table.loc[("tech-chat", "default"), "guard"] <= 1
+    assert table["guard"].drop(("tech-chat", "default")).isna().all()
     assert table[["recall@5", "recall@10", "MRR"]].stack().between(0, 1).all()
     assert (table["recall@10"] >= table["recall@5"]).all()
     by_category = result.by_category(corpus="tech-chat")

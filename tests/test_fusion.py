@@ -11,7 +11,15 @@ from nbmemory import InvalidInput, Memory, Settings
 from nbmemory.cli import main
 from nbmemory.config import DEFAULT_WEIGHTS, FEATURES, SIGNALS
 from nbmemory.research.datasets import load_locomo
-from nbmemory.research.fitting import Sample, fit, fit_weights
+from nbmemory.research.fitting import (
+    L2_GRID,
+    QUESTION_FOLDS,
+    Sample,
+    choose_l2,
+    fit,
+    fit_weights,
+    held_out_folds,
+)
 from nbmemory.retrieval.fusion import asks_for_several, names_mentioned, weights_vector
 
 
@@ -139,8 +147,16 @@ def test_fit_measures_default_fitted_and_held_out_weights(tiny_locomo_path, tmp_
     assert list(result.table.index) == [
         "default weights",
         "fitted weights (same questions)",
-        "fitted, each conversation held out",
+        "fitted, each held out",
+        "cosine",
+        "keywords",
+        "rrf",
     ]
+    assert result.parameters["held out"] == "conversations"
+    assert result.parameters["l2"] in L2_GRID
+    name, best = result.baseline
+    assert best == result.table.loc[["cosine", "keywords", "rrf"], "recall@3"].max()
+    assert result.acceptable is (result.held_out >= best)
     assert set(result.weights) == set(FEATURES)
     assert json.loads(result.to_json()) == result.weights
     Settings(fusion_weights=json.loads(result.to_json()))  # loads back as a setting
@@ -182,3 +198,104 @@ def test_every_fused_feature_is_bounded_so_a_long_memory_does_not_win_by_length(
         assert 0.0 < length.min() < length.max() == 1.0  # over the longest candidate
         top = mem.search("which port does staging use?", limit=1)
         assert top["content"].iloc[0] == "the staging port is 8443"
+
+
+def test_one_conversation_is_held_out_by_folds_of_its_questions():
+    signal = list(FEATURES).index("session")
+    samples = _samples(np.random.default_rng(1), 60, signal)
+    folds = held_out_folds(samples)
+    assert len(folds) == QUESTION_FOLDS
+    for _, train, test in folds:
+        assert test and not {s.question for s in train} & {s.question for s in test}
+    assert sorted(s.question for _, _, test in folds for s in test) == sorted(
+        s.question for s in samples
+    )
+    assert choose_l2(samples) in L2_GRID
+
+
+def test_question_weights_shift_the_fit_towards_the_heavier_questions():
+    """Half the questions are answered by one feature, half by another: weighting
+    the second half up makes its feature the stronger."""
+    rng = np.random.default_rng(2)
+    first = _samples(rng, 100, list(FEATURES).index("session"))
+    second = _samples(rng, 100, list(FEATURES).index("keywords"))
+    even = fit_weights(first + second)
+    for s in second:
+        s.weight = 5.0
+    heavy = fit_weights(first + second)
+    assert heavy["keywords"] / heavy["session"] > even["keywords"] / even["session"]
+
+
+def _conversation(sample_id: str, answer_after: bool) -> dict:
+    """Six topics, each a turn naming it and a reply that does not; the questions
+    name the topic, and their evidence is the naming turn, or (``answer_after``)
+    the reply: what tells the evidence apart in one conversation misleads in the other."""
+    topics = ["kayaking", "sourdough", "telescopes", "origami", "beekeeping", "chess"]
+    fillers = ["right", "sure thing", "go on", "tell me more", "nice", "really"]
+    turns, qa = [], []
+    for i, (topic, filler) in enumerate(zip(topics, fillers, strict=True)):
+        turns += [
+            {"speaker": "Alice", "dia_id": f"D1:{2 * i + 1}", "text": f"I love {topic} lately"},
+            {"speaker": "Bob", "dia_id": f"D1:{2 * i + 2}", "text": f"{filler}, {i}"},
+        ]
+        evidence = f"D1:{2 * i + 2}" if answer_after else f"D1:{2 * i + 1}"
+        qa.append({"question": f"What about {topic}?", "answer": "x", "evidence": [evidence],
+                   "category": 4})  # fmt: skip
+    return {
+        "sample_id": sample_id,
+        "conversation": {"speaker_a": "Alice", "speaker_b": "Bob",
+                         "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns},
+        "qa": qa,
+    }  # fmt: skip
+
+
+def test_the_cli_refuses_weights_that_do_worse_held_out_than_keywords(tmp_path, capsys):
+    folder = tmp_path / "convs"
+    folder.mkdir()
+    for name, after in (("named", False), ("after", True)):
+        (folder / f"conv-{name}.json").write_text(json.dumps(_conversation(name, after)))
+    out = tmp_path / "weights.json"
+    args = ["eval", "locomo", str(folder), "--embedder", "hash", "--k", "1"]
+    assert main([*args, "--fit", "--fit-out", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "fitted, each held out" in captured.out and "keywords" in captured.out
+    (error,) = captured.err.strip().splitlines()
+    assert "not writing" in error and "below the unfused" in error
+    assert not out.exists()
+
+
+def test_the_guard_fires_only_when_the_fused_top_shares_nothing_with_either_input():
+    from nbmemory.retrieval.hybrid import disagrees, rrf_scores
+
+    column = list(FEATURES).index
+    x = np.zeros((30, len(FEATURES)))
+    x[:15, column("cosine_rank")] = 1.0 / np.arange(1, 16)  # cosine ranks 0..14
+    x[5:20, column("keyword_rank")] = 1.0 / np.arange(1, 16)  # keywords ranks 5..19
+    # a fused top 10 made of candidates neither input ranks in its top 10
+    assert disagrees(x, list(range(20, 30)))
+    # one candidate of the cosine top 10 among them: no fallback
+    assert not disagrees(x, [0, *range(21, 30)])
+    assert not disagrees(x, list(range(10)))
+    scores = rrf_scores(x)
+    # ranked by both inputs beats ranked by one; unranked gets nothing
+    assert scores[5] > scores[0] and scores[5] > scores[15] and scores[25] == 0
+    assert np.argmax(scores) == 5  # cosine 6th and keywords 1st: the best sum
+
+
+def test_weights_that_rank_by_what_neither_input_sees_fall_back_to_rrf():
+    """Weights that put questions first (a corpus-fitted quirk) over memories that
+    match the query: the fused top 10 shares nothing with the cosine or BM25 top 10,
+    so the search ranks by their RRF and says so."""
+    matching = [f"the lighthouse keeper {i} painted the lighthouse red" for i in range(12)]
+    questions = [f"did you water plant number {i}?" for i in range(12)]
+    with Memory(":memory:", embedder="hash", fusion_weights={"question_turn": 100.0}) as mem:
+        for text in questions + matching:
+            mem.add_event("s", "user", text)
+        mem.flush()
+        hits = mem.search("who painted the lighthouse?", limit=5)
+        assert hits["content"].isin(matching).all(), hits["content"].tolist()
+        assert hits["signals"].str.contains("fallback").all()
+        # weights the inputs agree with: no fallback
+        mem.configure(fusion_weights=None)
+        hits = mem.search("who painted the lighthouse?", limit=5)
+        assert not hits["signals"].str.contains("fallback").any()

@@ -272,6 +272,21 @@ def test_the_keyword_index_saved_and_loaded_is_the_same_index():
     assert len(loaded) == len(index)
 
 
+def test_a_keyword_copy_saved_under_other_text_rules_is_not_loaded(tmp_path, monkeypatch):
+    """What the index reads from a text (times, speakers) is saved with it: a copy
+    written under older rules ("Last Fri" not a time then) is rebuilt, not trusted."""
+    from nbmemory.retrieval import index_cache
+
+    cache = IndexCache(str(tmp_path / "m.duckdb"), min_rows=1)
+    index = KeywordIndex()
+    index.rebuild([("e0", "ns", "s", "Last Fri we hiked", 0, 0)])
+    monkeypatch.setattr(index_cache, "FACTS_VERSION", index_cache.FACTS_VERSION - 1)
+    assert cache.save_keywords(index.to_arrays(), np.zeros(1, dtype=np.uint64))
+    assert cache.load_keywords() is not None  # read by the rules it was written under
+    monkeypatch.undo()
+    assert cache.load_keywords() is None
+
+
 def test_a_vector_index_over_half_the_memory_says_so_once(store_path, monkeypatch):
     from nbmemory.errors import LargeStoreWarning
     from nbmemory.retrieval import indexes

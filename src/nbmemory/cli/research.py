@@ -78,15 +78,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--fit",
         action="store_true",
         help="instead of the strategies, fit the hybrid search's weights on these "
-        "conversations and print them with recall@K, hit@K, MRR before and after (and with "
-        "each conversation held out, given two or more)",
+        "conversations and print them with recall@K, hit@K, MRR before and after, with "
+        "each conversation held out (one conversation: five folds of its questions) and "
+        "beside cosine only, keywords only and their RRF",
     )
     locomo.add_argument(
         "--fit-out",
         metavar="FILE",
         default=None,
         help="with --fit: write the fitted weights as JSON to FILE (load them with "
-        "Settings(fusion_weights=json.load(open(FILE))))",
+        "Settings(fusion_weights=json.load(open(FILE)))); refused when their held-out "
+        "recall is below the best unfused ranking's",
     )
     locomo.add_argument(
         "--reranker",
@@ -363,7 +365,8 @@ def _eval_fit(args: argparse.Namespace, files: list[Path]) -> int:
         print(
             f"LoCoMo: {len(files)} conversation(s), {int(result.table['questions'].iloc[0])} "
             f"questions; model {result.parameters['model']}; hybrid search weights fitted "
-            "on these questions"
+            f"on these questions (L2 {result.parameters['l2']:g}, chosen by holding out "
+            f"{result.parameters['held out']}); baselines: cosine only, keywords only, their RRF"
         )
         print(result.to_markdown() if args.markdown else str(result))
         print()
@@ -374,6 +377,13 @@ def _eval_fit(args: argparse.Namespace, files: list[Path]) -> int:
             else frame.to_string(float_format=lambda v: f"{v:.3f}")
         )
         if args.fit_out:
+            name, best = result.baseline
+            if not result.acceptable:
+                raise InvalidInput(
+                    f"not writing {args.fit_out}: the fitted weights' held-out recall "
+                    f"{result.held_out:.3f} is below the unfused {name} ({best:.3f}); "
+                    "fit on more conversations or keep the defaults"
+                )
             target = Path(args.fit_out).expanduser()
             try:
                 target.write_text(result.to_json() + "\n", encoding="utf-8")

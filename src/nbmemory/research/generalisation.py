@@ -10,7 +10,9 @@ memories and vectors:
 * ``rrf`` — plain reciprocal-rank fusion of the two (k = 60, the best
   :data:`RRF_DEPTH` of each): the baseline any fusion should beat.
 
-and reports recall@k, MRR and hit@k per corpus, and per question category.  A
+and reports recall@k, MRR and hit@k per corpus, and per question category, and
+how often the default's guard fell back to the RRF (``guard``: the share of
+questions whose fused top 10 shared too little with both inputs' tops).  A
 default that loses to one of its own inputs on some corpus is fitted to the
 others.  :func:`ablate_corpora` runs :func:`~nbmemory.research.evaluation.evaluate_ablation`
 on each corpus.
@@ -67,6 +69,20 @@ BASELINES: dict[str, Strategy] = {
     "keywords": STRATEGIES["keyword"],
     "rrf": rrf,
 }
+
+
+def _guarded_default(fired: dict[tuple[str, str], bool]) -> Strategy:
+    """The hybrid search, noting per (namespace, question) whether its guard fired."""
+
+    def default(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
+        hits = memory.search(question, limit=k, mode="hybrid", namespace=loaded.namespace)
+        signals = hits["signals"].astype(str) if len(hits) else pd.Series([], dtype=str)
+        fired[(loaded.conversation.conversation_id, question)] = bool(
+            signals.str.contains("fallback").any()
+        )
+        return hits["id"].tolist()
+
+    return default
 
 
 @dataclass(repr=False)
@@ -173,6 +189,9 @@ def evaluate_corpora(
     chosen = dict(BASELINES if strategies is None else strategies)
     if not chosen:
         raise InvalidInput("name at least one ranking to evaluate")
+    fired: dict[tuple[str, str], bool] = {}
+    if chosen.get("default") is STRATEGIES["hybrid"]:
+        chosen["default"] = _guarded_default(fired)
     frames = []
     sizes = {}
     for corpus in _corpora(corpora, locomo_path, seed):
@@ -188,11 +207,15 @@ def evaluate_corpora(
         frames.append(frame)
         sizes[corpus.name] = (corpus.messages, corpus.questions)
     per_query = pd.concat(frames, ignore_index=True)
+    pairs = zip(per_query["conversation"], per_query["question"], strict=True)
+    per_query["guard"] = [float(fired.get(pair, False)) for pair in pairs]
+    per_query.loc[per_query["strategy"] != "default", "guard"] = float("nan")
     grouped = per_query.groupby(["corpus", "strategy"], sort=False)
     columns = [f"recall@{cut}" for cut in ks]
     table = grouped[columns].mean()
     table["MRR"] = grouped["rr"].mean()
     table[f"hit@{ks[-1]}"] = grouped[f"hit@{ks[-1]}"].mean()
+    table["guard"] = grouped["guard"].mean()
     table["questions"] = grouped.size()
     table["messages"] = [sizes[c][0] for c, _ in table.index]
     table.index.names = ["corpus", "ranking"]

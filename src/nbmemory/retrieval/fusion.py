@@ -33,6 +33,13 @@ DIVERSITY_POOL = 40
 MAX_PERIOD_DAYS = 62
 #: date_after: days after the named period.
 AFTER_DAYS = 14
+#: The guard at query time: when the fused top GUARD_DEPTH shares fewer than
+#: GUARD_OVERLAP of its places with the cosine top GUARD_DEPTH and with the BM25
+#: one alike (with 0.1 of 10: nothing at all), the ranking falls back to their
+#: reciprocal-rank fusion (constant RRF_K).
+GUARD_DEPTH = 10
+GUARD_OVERLAP = 0.1
+RRF_K = 60
 
 
 def weights_vector(

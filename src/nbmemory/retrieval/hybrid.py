@@ -19,10 +19,15 @@ one's recall, measured by ``nbmemory eval locomo`` (and checked by
 4. on a question that asks for several things ("What activities ...", "How
    many ..."), the best candidates are re-ordered so that each further pick from a
    session already picked costs ``diversity`` (their answers are spread over
-   sessions).
+   sessions);
+5. the guard: when the fused top 10 shares nothing with the cosine top 10 nor
+   with the BM25 top 10 (the weights rank by something neither input sees, as on
+   a corpus unlike the ones they were fitted on), the candidates are ranked by the
+   plain reciprocal-rank fusion of cosine and BM25 instead, and every hit names
+   the signal ``fallback``.
 
 Each hit says which signals found it (``vector``, ``keyword``, ``neighbour``,
-``speaker``, ``mention``, ``time``, ``date``).
+``speaker``, ``mention``, ``time``, ``date``, and ``fallback`` when the guard fired).
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ from .fusion import (
     AFTER_DAYS,
     DIVERSITY_POOL,
     FEATURES,
+    GUARD_DEPTH,
+    GUARD_OVERLAP,
     MAX_PERIOD_DAYS,
+    RRF_K,
     asks_for_several,
     names_mentioned,
 )
@@ -93,8 +101,14 @@ def hybrid_rank(
     allowed: set[str] | None = None,
     diversity: float = 0.0,
     keyword_scale: float = 1.0,
+    guard: bool = True,
 ) -> list[HybridHit]:
-    """The ``limit`` best memories for a query by the fused score, best first."""
+    """The ``limit`` best memories for a query by the fused score, best first.
+
+    With ``guard`` (and the keyword signal on), a fused top that shares nothing
+    with both inputs' tops falls back to their reciprocal-rank fusion
+    (:func:`disagrees`); its hits then name the signal ``fallback``.
+    """
     if limit <= 0:
         return []
     found = find_candidates(
@@ -113,9 +127,43 @@ def hybrid_rank(
         return []
     scores = found.features @ weights
     order = sorted(range(len(found.ids)), key=lambda i: (-scores[i], found.ids[i]))
-    if diversity > 0 and found.several:
+    fallback = guard and keyword_scale > 0 and disagrees(found.features, order)
+    if fallback:  # the signals disagree: the plain fusion of the two rankings
+        scores = rrf_scores(found.features)
+        order = sorted(range(len(found.ids)), key=lambda i: (-scores[i], found.ids[i]))
+    elif diversity > 0 and found.several:
         order = _spread(order, scores, found.sessions, diversity, limit)
-    return [_hit(found, i, float(scores[i]), weights) for i in order[:limit]]
+    hits = [_hit(found, i, float(scores[i]), weights) for i in order[:limit]]
+    if fallback:
+        for hit in hits:
+            hit.signals.append("fallback")
+    return hits
+
+
+def disagrees(features: np.ndarray, order: list[int]) -> bool:
+    """Whether the fused top :data:`GUARD_DEPTH` shares less than :data:`GUARD_OVERLAP`
+    of its places with the cosine top and with the BM25 top alike: the learned
+    weights then rank by something neither input sees (a corpus unlike the ones
+    they were fitted on), and the plain fusion of the two inputs is safer."""
+    depth = min(GUARD_DEPTH, len(order))
+    if depth == 0:
+        return False
+    top = np.asarray(order[:depth])
+    near = 1.0 / GUARD_DEPTH - 1e-12  # 1 / rank: in the top GUARD_DEPTH
+    by_cosine = np.count_nonzero(features[top, _COLUMN["cosine_rank"]] >= near)
+    by_keywords = np.count_nonzero(features[top, _COLUMN["keyword_rank"]] >= near)
+    return bool(max(by_cosine, by_keywords) < GUARD_OVERLAP * depth)
+
+
+def rrf_scores(features: np.ndarray) -> np.ndarray:
+    """Reciprocal-rank fusion of the cosine and BM25 ranks (``1 / (RRF_K + rank)``
+    summed over the two; a candidate outside a ranking gets nothing from it)."""
+    scores = np.zeros(len(features))
+    for column in ("cosine_rank", "keyword_rank"):
+        inverse = features[:, _COLUMN[column]]
+        held = inverse > 0
+        scores[held] += 1.0 / (RRF_K + 1.0 / inverse[held])
+    return scores
 
 
 def find_candidates(

@@ -69,6 +69,7 @@ import pyarrow as pa
 from ..store.files import read_span
 from ..version import __version__
 from .encoding import pack_strings, permutation, sort_order, unpack_string_array, unpack_strings
+from .keywords.features import FACTS_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +150,11 @@ class IndexCache:
 
     # -- keywords ----------------------------------------------------------------------
     def load_keywords(self) -> SavedKeywords | None:
-        """The saved keyword index, or None (none, unreadable, another format)."""
+        """The saved keyword index, or None (none, unreadable, another format, or what
+        it read from the texts read by other rules: :data:`FACTS_VERSION`)."""
         path = self.folder / "keywords.npz"
         files = {path.name: file_state(path)}
-        arrays = self._read(path, "keywords")
+        arrays = self._read(path, "keywords", facts=FACTS_VERSION)
         if arrays is None:
             return None
         hashes = arrays.pop("row_hashes")
@@ -165,7 +167,7 @@ class IndexCache:
         returns the state of the file written (None when nothing was)."""
         if len(hashes) < self.min_rows or not self._writable("keywords.npz"):
             return None
-        header = self._header("keywords", rows=len(hashes))
+        header = self._header("keywords", rows=len(hashes), facts=FACTS_VERSION)
         path = self.folder / "keywords.npz"
         if not self._write_npz(path, {**arrays, "row_hashes": hashes, "header": header}):
             return None

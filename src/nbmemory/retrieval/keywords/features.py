@@ -34,14 +34,24 @@ def speaker_of(content: str | None) -> str | None:
 
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 _DAYS = "Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
-#: Words that place a turn in time: relative days and periods, weekdays, month
-#: names (capitalised, so "may" the verb is not one), years and dates.
+#: Words that place a turn in time: relative days and periods, weekdays (also
+#: written short after last/next/this: "Last Fri"), month names (capitalised, so
+#: "may" the verb is not one), years and dates, a time since the last talk ("since
+#: we last spoke") and a duration up to now ("3 years now", "a few months now").
 _TIME_RE = re.compile(
     rf"\b(?:{_MONTHS}|{_DAYS})\b"
     r"|(?i:\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately|weekend"
     r"|(?:last|next|this|past|coming) (?:week|month|year|night|weekend|summer|winter"
-    r"|spring|fall|autumn|time|few (?:days|weeks|months)))\b)"
+    r"|spring|fall|autumn|time|few (?:days|weeks|months))"
+    r"|(?:last|next|this|past|coming) (?:mon|tues?|wed|thu(?:rs?)?|fri|sat|sun))\b)"
     r"|\b(?:19|20)\d{2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"
+)
+#: The rarer forms, searched only in a text holding "since" or "now" (the number
+#: words at every position would double the cost of :data:`_TIME_RE` on every text).
+_SINCE_NOW_RE = re.compile(
+    r"(?i:\bsince (?:(?:we|i|you|they) )?last\b"
+    r"|\b(?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|several|(?:a )?few"
+    r"|(?:a )?couple(?: of)?) (?:days?|weeks?|months?|years?|decades?) now\b)"
 )
 #: A question that asks when something happened.
 _WHEN_RE = re.compile(
@@ -59,9 +69,12 @@ _TIME_WORDS = frozenset(
         _MONTHS.split("|")
         + _DAYS.split("|")
         + ["yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately", "weekend"]
-        + ["last", "next", "this", "past", "coming"]
+        + ["last", "next", "this", "past", "coming", "since", "now"]
     )
 )
+#: Version of what the indexer reads from a text (the time, speaker and question
+#: rules above): a saved keyword index read by other rules is rebuilt, not trusted.
+FACTS_VERSION = 2
 
 
 def mentions_time(content: str | None) -> bool:
@@ -75,7 +88,15 @@ def mentions_time_in(text: str, words: list[str]) -> bool:
     # a year starts "19" or "20", a date holds "/": substring tests, no regex
     if "/" not in text and "19" not in text and "20" not in text and _TIME_WORDS.isdisjoint(words):
         return False
-    return bool(_TIME_RE.search(text))
+    if _TIME_RE.search(text):
+        return True
+    return ("since" in words or "now" in words) and bool(_SINCE_NOW_RE.search(text))
+
+
+def time_match(text: str) -> bool:
+    """Whether the time expressions match ``text``, without the cheap pre-check of
+    :func:`mentions_time_in` (what it must always agree with; tests compare them)."""
+    return bool(_TIME_RE.search(text) or _SINCE_NOW_RE.search(text))
 
 
 def asks_when(query: str) -> bool:
