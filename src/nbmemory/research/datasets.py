@@ -98,7 +98,7 @@ def locomo_files(path: str | os.PathLike[str] | None = None) -> list[Path]:
         return [resolved]
     files = sorted(resolved.glob("*.json"))
     if not files:
-        raise InvalidInput(f"no LoCoMo .json files in {resolved}")
+        raise InvalidInput(f"no LoCoMo .json files in {resolved}; {WHERE_FROM}")
     return files
 
 
