@@ -521,3 +521,22 @@ def test_a_read_only_store_records_nothing_and_a_failed_write_fails_no_get_conte
         monkeypatch.setattr(SessionsTable, "save_state", broken)
         assert mem.get_context(sid, "the token check").ids  # logged, not raised
         assert "last_context" not in mem.sessions.get(sid).state
+
+
+def test_compacted_events_leave_the_recorded_context_so_erasing_the_archive_leaves_no_id(
+    store_path: str,
+) -> None:
+    """A compacting consolidation moves events out of ``events``: their ids leave every
+    session's recorded context then, so a later erasure of the archive finds none."""
+    old = dt.datetime(2025, 1, 1, 9, 0, 0)
+    with Memory(store_path, embedder="hash", background_consolidation=False) as mem:
+        sid = mem.sessions.start("alice").session_id
+        ids = [
+            mem.add_event(sid, "user", f"the vault code word is {n}", created_at=old).id
+            for n in range(4)
+        ]
+        mem.flush()
+        assert set(ids) & set(mem.get_context(sid, "vault code word").ids)
+        assert set(ids) & set(mem.sessions.get(sid).state["last_context"]["ids"])
+        assert mem.consolidation.run(now=old + dt.timedelta(days=30), compact=True).archived
+        assert not set(ids) & set(json.dumps(mem.sessions.get(sid).state).split('"'))
