@@ -378,3 +378,165 @@ def test_no_deleted_text_stays_in_the_cache(mem: Memory) -> None:
     mem.sessions.delete(sid, events=True)
     assert mem._contexts.cache.kept(mem.namespace, sid) == []
     assert mem._contexts.cache.last(mem.namespace, sid) is None
+
+
+# -- the last context survives a restart (the agent resumes in a new process) --------------
+RESUME = """
+import json, sys
+from nbmemory import Memory
+with Memory(sys.argv[1], embedder="hash") as mem:
+    session = mem.sessions.resume(sys.argv[2])
+    context = session.context
+    print(json.dumps({
+        "source": session.context_source,
+        "reused": session.context_cache_reused,
+        "query": None if context is None else context.query,
+        "ids": None if context is None else context.ids,
+        "strategies": None if context is None else [i.strategies for i in context.items],
+        "cached": context is not None and mem.get_context(sys.argv[2], context.query) is context,
+    }))
+"""
+
+
+def _resume_elsewhere(store_path: str, sid: str) -> dict:
+    """Resume ``sid`` in a new Python process, as an agent restarting does."""
+    import os
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(
+        [sys.executable, "-c", RESUME, store_path, sid],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _stored(store_path: str, sid: str) -> dict:
+    with Memory(store_path, embedder="hash", read_only=True) as mem:
+        return mem.sessions.get(sid).state
+
+
+def test_a_session_resumed_in_a_new_process_gets_its_last_context_back(store_path: str) -> None:
+    """003's harness: "context_cache_reused: true" for a session an agent continues after a
+    restart: the same items in the same order, read back from the session's state (the
+    ids, never the texts) without building the context again."""
+    with Memory(store_path, embedder="hash") as mem:
+        sid = _working_session(mem)
+        context = mem.get_context(sid, "the token check")
+        built = {"ids": context.ids, "strategies": [i.strategies for i in context.items]}
+        mem.get_context(sid, "the token check")  # a cache hit writes nothing
+        assert mem.audit.log(action="session_state").shape[0] == 1  # only save_state's
+    record = _stored(store_path, sid)["last_context"]
+    assert record["query"] == "the token check" and record["ids"] == built["ids"]
+    assert "check_token" not in json.dumps(record)  # the texts stay in the events
+    again = _resume_elsewhere(store_path, sid)
+    assert again["ids"] == built["ids"] and again["strategies"] == built["strategies"]
+    assert again["source"] == "restored" and again["reused"] and again["cached"]
+    assert again["query"] == "the token check"
+    # in-process, a second Memory on the file: restored the same way
+    with Memory(store_path, embedder="hash") as mem:
+        resumed = mem.continue_session(sid)
+        assert resumed.context is not None and resumed.context.ids == built["ids"]
+        assert resumed.context_source == "restored"
+
+
+def test_a_session_resumed_in_a_new_process_after_a_change_gets_a_rebuilt_context(
+    store_path: str,
+) -> None:
+    """The other half of 003's cache: "invalidated otherwise", across a restart too: a new
+    event of the namespace or a deleted item makes the recorded context stale, so the new
+    process builds it again (without the deleted item, whose id leaves the state)."""
+    with Memory(store_path, embedder="hash") as mem:
+        sid = _working_session(mem)
+        gone = mem.add_event(sid, "user", "the token check lives in auth/tokens.py").id
+        mem.flush()
+        context = mem.get_context(sid, "the token check")
+        assert gone in context.ids
+        mem.delete(gone)
+    assert gone not in json.dumps(_stored(store_path, sid))
+    first = _resume_elsewhere(store_path, sid)
+    assert first["source"] == "rebuilt" and not first["reused"]
+    assert gone not in first["ids"] and first["query"] == "the token check"
+    assert _stored(store_path, sid)["last_context"]["ids"] == first["ids"]
+    with Memory(store_path, embedder="hash") as peer:  # another session's new event
+        new = peer.add_event("someone-else", "user", "the token check uses HMAC now").id
+        peer.flush()
+    second = _resume_elsewhere(store_path, sid)
+    assert second["source"] == "rebuilt" and new in second["ids"]
+    third = _resume_elsewhere(store_path, sid)  # nothing changed since: restored
+    assert third["source"] == "restored" and third["ids"] == second["ids"]
+
+
+def test_erasure_leaves_no_id_in_any_session_state(store_path: str) -> None:
+    """An erased event leaves no id in the recorded contexts of other sessions (an event
+    of one user found by another's context), and a forgotten session's state goes."""
+    with Memory(store_path, embedder="hash") as mem:
+        alice = _working_session(mem)
+        bob = mem.sessions.start("bob").session_id
+        secret = mem.add_event(alice, "user", "the token check secret is 4711", importance=0.99)
+        mem.flush()
+        assert secret.id in mem.get_context(bob, "the token check secret").ids
+        assert secret.id in json.dumps(mem.sessions.get(bob).state)
+        mem.get_context(alice, "the token check secret")
+        result = mem.sessions.forget_user("alice")
+        assert result["events"] >= 1
+        assert mem.sessions().query("session_id == @alice").empty
+        state = json.dumps(mem.sessions.get(bob).state)
+        assert secret.id not in state and "4711" not in state
+        assert mem.sessions.get(bob).state["last_context"]["digest"] is None
+        kept = mem.add_event(bob, "user", "a note of bob").id
+        mem.flush()
+        mem.get_context(bob, "a note")
+        mem.sessions.delete(bob, forget=True)
+        assert mem.sessions().empty
+        assert kept not in str(mem.store.run("SELECT state FROM sessions", []))
+    resumed = None
+    with Memory(store_path, embedder="hash") as mem:
+        carol = mem.sessions.start("carol").session_id
+        resumed = mem.sessions.resume(carol)
+    assert resumed.context is None and resumed.context_source is None
+
+
+def test_a_read_only_store_records_nothing_and_a_failed_write_fails_no_get_context(
+    store_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Memory(store_path, embedder="hash") as mem:
+        sid = _working_session(mem)
+    with Memory(store_path, embedder="hash", read_only=True) as mem:
+        assert mem.get_context(sid, "the token check").ids
+        assert "last_context" not in mem.sessions.get(sid).state
+    with Memory(store_path, embedder="hash") as mem:
+        from nbmemory.store.sessions import SessionsTable
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise OSError("disk full")
+
+        monkeypatch.setattr(SessionsTable, "save_state", broken)
+        assert mem.get_context(sid, "the token check").ids  # logged, not raised
+        assert "last_context" not in mem.sessions.get(sid).state
+
+
+def test_compacted_events_leave_the_recorded_context_so_erasing_the_archive_leaves_no_id(
+    store_path: str,
+) -> None:
+    """A compacting consolidation moves events out of ``events``: their ids leave every
+    session's recorded context then, so a later erasure of the archive finds none."""
+    old = dt.datetime(2025, 1, 1, 9, 0, 0)
+    with Memory(store_path, embedder="hash", background_consolidation=False) as mem:
+        sid = mem.sessions.start("alice").session_id
+        ids = [
+            mem.add_event(sid, "user", f"the vault code word is {n}", created_at=old).id
+            for n in range(4)
+        ]
+        mem.flush()
+        assert set(ids) & set(mem.get_context(sid, "vault code word").ids)
+        assert set(ids) & set(mem.sessions.get(sid).state["last_context"]["ids"])
+        assert mem.consolidation.run(now=old + dt.timedelta(days=30), compact=True).archived
+        assert not set(ids) & set(json.dumps(mem.sessions.get(sid).state).split('"'))

@@ -20,7 +20,8 @@ way the indexes and working memory do:
 
 A context is kept with the *stamp* (change counters) read before it was built, so
 a change that commits while it is being built makes it stale at once.  It lives
-in this process only (a restart starts empty).  Facts, scheduled tasks and macros
+in this process only (a restart starts empty; a session's last context is read
+back from its state, :mod:`.context_record`).  Facts, scheduled tasks and macros
 are not part of a context and do not make one stale.
 """
 

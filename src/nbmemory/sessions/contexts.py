@@ -34,6 +34,7 @@ from ..retrieval.context import Context, ContextItem, merge
 from ..store.changes import Change
 from ..validation import check_name
 from .context_cache import ContextCache
+from .context_record import OPTIONS, ContextRecords
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class SessionContexts:
         self.core = core
         self.agents_kind = agents_kind
         self.cache = ContextCache(core.store)
+        self.records = ContextRecords(core)
         self._run: Runner = run or (lambda call: call())
         self._flags: dict[tuple[str, str], bool] = {}
         self._flags_lock = threading.Lock()
@@ -185,12 +187,15 @@ class SessionContexts:
         last: bool,
     ) -> Context:
         stamp = self.cache.stamp(namespace)  # before: a change made meanwhile makes it stale
+        fresh = self.records.freshness(namespace, session_id) if last else None
         context = self.core.retriever.get_context(
             session_id, query, namespace=namespace, settings=settings, **options
         )
         if key[-1]:
             context = self._agents_first(context)
         self.cache.put(namespace, session_id, key, stamp, context, last=last)
+        if settings is None:  # a context built with other settings is not recorded
+            self.records.record(namespace, session_id, query, options, context, fresh)
         return context
 
     def _agents_first(self, context: Context) -> Context:
@@ -215,14 +220,45 @@ class SessionContexts:
         return context
 
     def last_context(self, namespace: str, session_id: str) -> Context | None:
-        """The context the session last asked for: the cached one when nothing it depends
-        on changed, else built again with the same question and parameters (None when
-        the session built none in this process)."""
+        """The context the session last asked for (see :meth:`resume_context`)."""
+        return self.resume_context(namespace, session_id)[0]
+
+    def resume_context(self, namespace: str, session_id: str) -> tuple[Context | None, str | None]:
+        """The context the session last asked for and where it came from: ``"cache"``
+        (this process built it and nothing it depends on changed), ``"restored"`` (read
+        back from the session's stored state, :mod:`.context_record`, nothing changed
+        since it was built in an earlier process) or ``"rebuilt"`` (built again with the
+        same question and parameters); ``(None, None)`` when the session never built one."""
         key = self.cache.last(namespace, session_id)
-        if key is None:
-            return None
-        query, options = key[0], dict(key[1])
-        return self.get_context(session_id, query, namespace=namespace, **options)
+        if key is not None:
+            query, options = key[0], dict(key[1])
+        else:
+            self.core.store.refresh()
+            entry = self.records.stored(namespace, session_id)
+            if entry is None:
+                return None, None
+            query = entry.get("query")
+            options = {name: entry["parameters"].get(name) for name in OPTIONS}
+            stamp = self.cache.stamp(namespace)  # before the check, as a build reads it
+            try:
+                context = self.records.restore(namespace, session_id, entry)
+            except Exception as exc:  # a record that cannot be read back is built again
+                log.warning("nbmemory: could not restore session %r's context: %s", session_id, exc)
+                context = None
+            if context is not None:
+                key = self._key(namespace, session_id, query, options, None)
+                self.cache.put(namespace, session_id, key, stamp, context)
+                self.core.writer.touch_session(namespace, session_id)
+                return context, "restored"
+        hits = self.cache.hits
+        try:
+            context = self.get_context(session_id, query, namespace=namespace, **options)
+        except Exception as exc:
+            if key is not None:  # this process's own question: its error is the caller's
+                raise
+            log.warning("nbmemory: session %r's recorded context is unusable: %s", session_id, exc)
+            return None, None
+        return context, "cache" if self.cache.hits > hits else "rebuilt"
 
     # -- prefetch -----------------------------------------------------------------------
     def prefetch(self, session_id: str, query: str, *, namespace: str | None = None) -> bool:

@@ -25,7 +25,8 @@ Rules (all of them tested in ``tests/test_sessions.py``):
 * A resumed session (``resume``, ``start`` with an existing id) comes back with its
   plan (``state["current_plan"]``), its tool history (the tool calls its turns
   recorded, :mod:`.tool_history`) and its last built context (from the context
-  cache when nothing it depends on changed, built again otherwise), and the
+  cache when nothing it depends on changed, read back from the state's
+  ``last_context`` in a new process, :mod:`.context_record`, built again otherwise), and the
   context of its next plan step is prefetched in the background.
 """
 
@@ -129,6 +130,15 @@ class Session:
     tool_history: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)
     #: The context it last built (filled when it is resumed or started with AGENTS.md).
     context: Context | None = field(default=None, compare=False, repr=False)
+    #: Where ``context`` came from on resume: ``"cache"`` (built in this process, nothing
+    #: changed), ``"restored"`` (from the state, built in an earlier process, nothing
+    #: changed), ``"rebuilt"`` (something changed: built again), or None.
+    context_source: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def context_cache_reused(self) -> bool:
+        """003's ``context_cache_reused``: the last context came back without a rebuild."""
+        return self.context_source in ("cache", "restored")
 
     @property
     def plan(self) -> list[Any]:
@@ -289,8 +299,9 @@ class Sessions:
         The session comes back with its plan (``session.plan``, ``session.next_step``),
         its tool history (``session.tool_history``: the tool calls its turns
         recorded) and its last built context (``session.context``: the cached one
-        when nothing it depends on changed, built again otherwise; None when it built
-        none in this process).  The context of its next plan step is prefetched on a
+        when nothing it depends on changed, read back from the state when it was built
+        in an earlier process and nothing changed since, built again otherwise; None
+        when it never built one; ``session.context_source`` says which).  The context of its next plan step is prefetched on a
         background thread, so the agent's ``get_context(session_id, next_step)`` finds it
         built; the call never waits for it.
         """
@@ -299,7 +310,8 @@ class Sessions:
         contexts = self.contexts
         if contexts is not None:
             contexts.set_flag(session.namespace, session.session_id, session.load_agents_md)
-            session.context = contexts.last_context(session.namespace, session.session_id)
+            found = contexts.resume_context(session.namespace, session.session_id)
+            session.context, session.context_source = found
             step = session.next_step
             if step is not None:
                 contexts.prefetch(session.session_id, step, namespace=session.namespace)

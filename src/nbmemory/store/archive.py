@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from .changes import Change, Vectors
 from .schema import EVENT_ARCHIVE, EVENT_VECTORS, EVENTS, READ_COLUMNS
+from .sessions import forget_context_ids
 from .table import TableObject
 
 _EVENT_COLUMNS = ", ".join(EVENTS.names)
@@ -103,6 +104,7 @@ class EventArchive(TableObject):
             )
         ]
         self.store.vectors.drop(deleted)
+        forget_context_ids(self.store, deleted)  # a later erasure of the archive finds none
         self.store.changed(Change(deleted=deleted))
         return deleted
 

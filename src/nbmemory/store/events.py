@@ -18,6 +18,7 @@ from .arriving_vectors import embedded_vectors, mark_embedded
 from .changes import Change, TextRow
 from .clauses import ORDERINGS, placeholders, to_epoch_us, where, where_clause
 from .schema import EVENTS, READ_COLUMNS
+from .sessions import forget_context_ids
 from .table import TableObject
 
 _READ = ", ".join(READ_COLUMNS)
@@ -463,6 +464,7 @@ class EventsTable(TableObject):
         ]
         if deleted:
             self.store.vectors.drop(deleted)
+            forget_context_ids(self.store, deleted)  # no id left in a session's state
             self.store.changed(Change(deleted=deleted))
         return deleted + self.store.archive.delete_where(" AND ".join(clauses), params)
 

@@ -3,19 +3,51 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
+from .backend import TableHost
 from .changes import Change
-from .schema import SESSIONS
+from .schema import EVENT_SEQ, SESSIONS
 from .table import TableObject
 
 SESSION_COLUMNS = SESSIONS.names
 _SESSION = ", ".join(SESSION_COLUMNS)
 ACTIVE = "active"
 CLOSED = "closed"
+#: The key of a session's state that records its last built context (ids, never texts).
+LAST_CONTEXT = "last_context"
+
+
+def forget_context_ids(host: TableHost, ids: Sequence[str]) -> int:
+    """Take deleted event ids out of every session's recorded last context
+    (``state["last_context"]``, :mod:`nbmemory.sessions.context_record`): an erased
+    event leaves no id in a session's state.  Returns the sessions rewritten."""
+    rows = host.run(
+        "SELECT namespace, session_id, state FROM sessions WHERE list_has_any("
+        f"json_extract_string(state, '$.{LAST_CONTEXT}.ids[*]'), ?::VARCHAR[])",
+        [list(ids)],
+    )
+    gone = set(ids)
+    for namespace, session_id, text in rows:
+        state = json.loads(text)
+        record = state[LAST_CONTEXT]
+        kept = [i for i, e in enumerate(record["ids"]) if e not in gone]
+        for name in ("ids", "strategies"):
+            if isinstance(record.get(name), list):
+                record[name] = [record[name][i] for i in kept if i < len(record[name])]
+        record["digest"] = None  # of texts that included the erased ones: never valid again
+        host.statements.update(
+            "sessions",
+            "state = ?",
+            [json.dumps(state, sort_keys=True, ensure_ascii=False)],
+            "namespace = ? AND session_id = ?",
+            [namespace, session_id],
+        )
+    return len(rows)
 
 
 class SessionsTable(TableObject):
@@ -33,6 +65,18 @@ class SessionsTable(TableObject):
             "records",
         )
         return rows
+
+    def context_freshness(self, namespace: str) -> list[Any]:
+        """What tells a context of ``namespace`` built earlier (in another process) is
+        still valid: [last seq, event count, last updated_at (ISO), events waiting for
+        a vector]; any change of it since the context was built makes it stale."""
+        row = self.store.run(
+            f"SELECT max({EVENT_SEQ}), count(*), max(updated_at),"
+            " count(*) FILTER (WHERE embedding_model IS NULL AND embedding_error IS NULL)"
+            " FROM events WHERE namespace = ?",
+            [namespace],
+        )[0]
+        return [row[0], row[1], None if row[2] is None else row[2].isoformat(), row[3]]
 
     def get(self, namespace: str, session_id: str) -> dict[str, Any] | None:
         rows = self.store.run(
@@ -207,6 +251,11 @@ class SessionsTable(TableObject):
             [namespace, session_id],
         )
         self._note(namespace, session_id, ACTIVE, now)
+
+    def forget_context_ids(self, ids: Sequence[str]) -> int:
+        """See :func:`forget_context_ids`."""
+        self._write()
+        return forget_context_ids(self.store, ids)
 
     def delete(self, namespace: str, session_ids: Sequence[str]) -> list[str]:
         self._write()
