@@ -381,6 +381,8 @@ def _agent_state(mem: Memory) -> None:
 
 
 def test_version_2_carries_facts_macros_tasks_and_prefixes(tmp_path: Path) -> None:
+    """003: "Use o fluxo de exportação/importação" to move state between stores: the
+    namespace's learnt state (000's facts, macros, scheduled tasks, allowed prefixes) too."""
     with Memory(tmp_path / "source.duckdb", embedder="hash") as source:
         _agent_state(source)
         before = _tables(source)
