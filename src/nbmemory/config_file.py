@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic import write_text_atomically
 from .config import Settings
 from .errors import InvalidInput
 
@@ -319,7 +320,5 @@ def write(path: str | os.PathLike[str], key: str, value: str) -> ConfigFile:
     table[parts[-1]] = plain
     new_text = tomlkit.dumps(document)
     config = parse(new_text, file)  # the whole file still reads: else nothing is written
-    tmp = file.with_name(file.name + ".nbmemory-tmp")
-    tmp.write_text(new_text, encoding="utf-8")
-    os.replace(tmp, file)
+    write_text_atomically(file, new_text)
     return config

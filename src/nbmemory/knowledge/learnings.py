@@ -25,10 +25,9 @@ turns; another process appending at the same instant is not guarded against.
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
-from pathlib import Path
 
+from ..atomic import write_text_atomically
 from ..core import Core
 from ..errors import InvalidInput
 from ..redaction import check_ingestable
@@ -96,19 +95,6 @@ def _joined(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_atomically(file: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        if file.exists():
-            os.chmod(temporary, file.stat().st_mode & 0o777)
-        os.replace(temporary, file)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 class Learnings:
     """``add_learning`` (``mem.agents_md.add_learning``)."""
 
@@ -157,7 +143,7 @@ class Learnings:
             else:
                 before = ""
             after, key = append_learning(before, safe_section, safe_text)
-            _write_atomically(file, after)
+            write_text_atomically(file, after)
             result = sync(self.core, file, namespace=ns)
         result.learning = key
         redacted = hidden + hidden_in_section

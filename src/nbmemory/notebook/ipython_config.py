@@ -13,11 +13,10 @@ IPython is imported only to find the profile directory; this module is what
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
+from ..atomic import write_text_atomically
 from ..errors import InvalidInput
 
 BEGIN = "# >>> nbmemory >>>"
@@ -60,21 +59,6 @@ def _read(path: Path) -> str:
         ) from None
 
 
-def _write(path: Path, text: str) -> None:
-    """Replace ``path`` atomically (a crash leaves the old file or the new one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _check_markers(path: Path, text: str) -> None:
     if text.count(BEGIN) != text.count(END) or text.count(BEGIN) > 1:
         raise InvalidInput(
@@ -92,7 +76,7 @@ def install(profile: str = "default", ipython_dir: str | None = None) -> tuple[P
     """
     path = profile_config_path(profile, ipython_dir)
     if not path.exists():
-        _write(path, SNIPPET)
+        write_text_atomically(path, SNIPPET)
         return path, "created"
     text = _read(path)
     _check_markers(path, text)
@@ -100,14 +84,14 @@ def install(profile: str = "default", ipython_dir: str | None = None) -> tuple[P
     if match:
         if match.group(0).rstrip("\n") == SNIPPET.rstrip("\n"):
             return path, "unchanged"
-        _write(path, text[: match.start()] + SNIPPET + text[match.end() :])
+        write_text_atomically(path, text[: match.start()] + SNIPPET + text[match.end() :])
         return path, "updated"
     if _OWN_CONFIG.search(text):
         return path, "yours"
     separator = (
         "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
     )
-    _write(path, text + separator + SNIPPET)
+    write_text_atomically(path, text + separator + SNIPPET)
     return path, "appended"
 
 
@@ -128,7 +112,7 @@ def uninstall(profile: str = "default", ipython_dir: str | None = None) -> tuple
     if not rest.strip():
         path.unlink()
         return path, "deleted"
-    _write(path, rest.lstrip("\n") if not text[: match.start()].strip() else rest)
+    write_text_atomically(path, rest.lstrip("\n") if not text[: match.start()].strip() else rest)
     return path, "removed"
 
 

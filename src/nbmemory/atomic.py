@@ -1,0 +1,28 @@
+"""Replacing a text file at once: a crash or an error leaves the old file or the new one.
+
+The one way nbmemory rewrites a user's file (AGENTS.md learnings, the IPython profile's
+config, ``nbmemory.toml``): written beside it under a temporary name, given the old
+file's permissions, then renamed over it (``os.replace`` is atomic on one filesystem);
+the temporary file is removed if anything fails.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` (created with its folder if missing) by ``text``, UTF-8."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        if path.exists():
+            os.chmod(temporary, path.stat().st_mode & 0o777)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
