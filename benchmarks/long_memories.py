@@ -1,26 +1,28 @@
 """Long memories with the real model: ingest time, peak memory, sharing, memory after close.
 
-    NBMEMORY_MODEL_PATH=... python benchmarks/long_memories.py [--n 200] [--quick]
+    NBMEMORY_MODEL_PATH=... python benchmarks/long_memories.py [--n 200] [--rounds 2] [--quick]
 
 N messages of 2-4k characters (prose, code, logs, JSON, tracebacks; generated from
 a seed, ``benchmarks/long_texts.py``) are ingested with ``add_events`` + ``flush``
 into a ``Memory`` on a file, in a child process of its own so its peak resident
-memory is its own; another child embeds the same texts with fastembed alone
-(truncated at 256 word-pieces, batch 16), the comparison issue 36 sets.  The first
-child then opens a second ``Memory`` on another file (the RSS it adds), closes both
-(RSS against the process before the first opened) and, for short texts, times a
-bulk ingest against fastembed alone (batch 64) on the same turns.
+memory is its own (another child embeds the same texts with fastembed alone, whose
+peak is printed beside it).  That child then opens a second ``Memory`` on another
+file (the RSS it adds) and closes both (RSS against the process before the first
+opened, split into heap and mapped files).
 
-Tail facts: some messages end with a fact stated only in their last 300
-characters; the table says how many a ``mode="vector"`` and a default search find
-in the top 3.  A message's vector sees its first 254 word-pieces only, so they are
-found once long memories are embedded as passages (issue 36, the passages part).
+Tail facts: five messages each end with a fact stated only in their last 300
+characters, spliced into whatever the message ends with (often a code line); the
+table says how many a ``mode="vector"`` and a default search find in the top 3.
 
-Ingest is compared twice: with passages off (one vector per message, what
-fastembed alone does at 256 word-pieces) and with passages on against fastembed
-embedding the very passages nbmemory cuts.  A last child times warm vector search
-over ``--search`` short memories (random vectors, as ``bench_search.py``) against
-the numpy floor, the ratio compared with the one measured before long memories.
+Speed: issue 36 compares ``add_events`` + ``flush`` with fastembed alone on the same
+texts: the long messages one vector each (passages off; fastembed at 256
+word-pieces, batch 16), the long messages as passages (fastembed embedding the
+very passages nbmemory cuts, batch 16), and short turns (batch 64).  Both sides run
+in turn in one child process (a b, b a, ... for ``--rounds`` rounds, seconds
+summed), so a machine whose load swings treats them alike.  A last child times
+warm vector search over ``--search`` short memories (random vectors, as
+``bench_search.py``) against the numpy floor, the ratio compared with the one
+measured before long memories.
 
 Figures are ratios from one run on a shared machine.
 """
@@ -34,12 +36,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-#: Facts planted in the last 300 characters of every TAIL_EVERY-th message: (fact, question).
+#: Facts planted in the last 300 characters of a message, each in one message: (fact, question).
 TAIL_FACTS = [
     (
         "The staging database password rotates every Thursday at 04:00.",
@@ -56,7 +60,6 @@ TAIL_FACTS = [
     ("Rollbacks of the billing service need approval from Kofi.", "who approves billing rollbacks"),
     ("Our CDN bill doubled after the video launch in March.", "why did the CDN bill go up"),
 ]
-TAIL_EVERY = 10
 
 
 def _rss_mb(key: str = "VmRSS") -> float:
@@ -68,16 +71,22 @@ def _rss_mb(key: str = "VmRSS") -> float:
 
 
 def messages(n: int) -> tuple[list[str], list[tuple[int, str]]]:
-    """The long messages, with a tail fact in some; and (index, question) of each fact."""
+    """The long messages, each fact of TAIL_FACTS planted once in the last 300 characters
+    of a message (spread evenly over the ``n``); and (index, question) of each fact.
+
+    Each fact is in one message only, so the message that holds it is the one answer:
+    a copy planted in several messages would let the copies crowd each other out of
+    the top 3."""
     from long_texts import long_messages
 
     texts = long_messages(n)
+    facts = TAIL_FACTS[:n]
     questions = []
-    for k, index in enumerate(range(TAIL_EVERY - 1, n, TAIL_EVERY)):
-        fact, question = TAIL_FACTS[k % len(TAIL_FACTS)]
+    for k, (fact, question) in enumerate(facts):
+        index = (2 * k + 1) * n // (2 * len(facts))
         texts[index] = texts[index][: len(texts[index]) - len(fact) - 1] + " " + fact
         questions.append((index, question))
-    return texts, questions[: len(TAIL_FACTS)]
+    return texts, questions
 
 
 def passage_texts(model: object, texts: list[str]) -> list[str]:
@@ -105,62 +114,48 @@ def passage_texts(model: object, texts: list[str]) -> list[str]:
 WINDOW = 254
 
 
-def child_fastembed(n: int, shorts: int) -> dict:
-    """fastembed alone: the long texts at 256 word-pieces, batch 16; short texts, batch 64;
-    then the passages nbmemory cuts the long texts into, batch 16."""
+def child_fastembed(n: int) -> dict:
+    """fastembed alone on the long texts (256 word-pieces, batch 16): its peak RSS, the
+    reference for nbmemory's."""
+    texts, _ = messages(n)
+    model = _fastembed_alone()
+    start = time.perf_counter()
+    vectors = list(model.embed(texts, batch_size=16))
+    return {
+        "long_s": time.perf_counter() - start,
+        "peak_mb": _rss_mb("VmHWM"),
+        "rows": len(vectors),
+    }
+
+
+def _fastembed_alone() -> Any:
+    """fastembed's own ``TextEmbedding`` of the spec's model, cut at 256, warmed up."""
     from fastembed import TextEmbedding
-    from long_texts import short_messages
 
     from nbmemory.config import DEFAULT_MODEL
 
-    texts, _ = messages(n)
     model = TextEmbedding(
         model_name=DEFAULT_MODEL, specific_model_path=os.environ["NBMEMORY_MODEL_PATH"]
     )
     model.model.tokenizer.enable_truncation(max_length=256)
     list(model.embed(["warm up"]))
-    start = time.perf_counter()
-    vectors = list(model.embed(texts, batch_size=16))
-    long_s = time.perf_counter() - start
-    peak = _rss_mb("VmHWM")
-    short = short_messages(shorts)
-    start = time.perf_counter()
-    list(model.embed(short, batch_size=64))
-    short_s = time.perf_counter() - start
-    passages = passage_texts(model, texts)
-    start = time.perf_counter()
-    list(model.embed(passages, batch_size=16))
-    passages_s = time.perf_counter() - start
-    return {
-        "long_s": long_s,
-        "peak_mb": peak,
-        "short_s": short_s,
-        "rows": len(vectors),
-        "passages": len(passages),
-        "passages_s": passages_s,
-    }
+    return model
 
 
-def child_memory(n: int, shorts: int, folder: str) -> dict:
-    """nbmemory: ingest, peak, a second store, close, short texts."""
-    from long_texts import short_messages
-
+def child_memory(n: int, folder: str) -> dict:
+    """nbmemory: ingest with passages, peak, tail facts, a second store, close."""
     from nbmemory import Memory
 
     texts, questions = messages(n)
-    before = _rss_mb()
+    before = _status()
     import fastembed  # noqa: F401  (what importing the model's libraries costs, for the table)
 
-    imports = _rss_mb() - before
+    imports = _rss_mb() - before["VmRSS"]
     first = Memory(os.path.join(folder, "first.duckdb"))
     first.add_events([{"session_id": "warm", "role": "user", "content": "warm up"}])
     first.flush()
-    rows = [
-        {"session_id": f"s{i // 20}", "role": "assistant", "content": t}
-        for i, t in enumerate(texts)
-    ]
     start = time.perf_counter()
-    first.add_events(rows)
+    first.add_events(_rows(texts, 20, "assistant"))
     first.flush()
     long_s = time.perf_counter() - start
     peak = _rss_mb("VmHWM")
@@ -181,32 +176,8 @@ def child_memory(n: int, shorts: int, folder: str) -> dict:
     shared_by = second.status()["embedder"].get("shared_by")
     first.close()
     second.close()
-    after_close = _rss_mb() - before
-    short = short_messages(shorts)
-    third = Memory(os.path.join(folder, "short.duckdb"))
-    third.add_events([{"session_id": "warm", "role": "user", "content": "warm up"}])
-    third.flush()
-    start = time.perf_counter()
-    third.add_events(
-        [{"session_id": f"s{i // 50}", "role": "user", "content": t} for i, t in enumerate(short)]
-    )
-    third.flush()
-    short_s = time.perf_counter() - start
-    third.close()
-    # the same long texts, one vector each (passages off): what fastembed alone does
-    whole = Memory(os.path.join(folder, "whole.duckdb"))
-    whole.add_events([{"session_id": "warm", "role": "user", "content": "warm up"}])
-    whole.flush()
-    whole.core.worker.split = None  # type: ignore[union-attr]
-    start = time.perf_counter()
-    whole.add_events(rows)
-    whole.flush()
-    whole_s = time.perf_counter() - start
-    whole_rows = whole.store.run("SELECT count(*) FROM event_vectors")[0][0]
-    whole.close()
+    after = _status()
     return {
-        "whole_s": whole_s,
-        "whole_rows": whole_rows,
         "passage_rows": passage_rows,
         "long_s": long_s,
         "peak_mb": peak,
@@ -217,10 +188,86 @@ def child_memory(n: int, shorts: int, folder: str) -> dict:
         "tail_default": found_default,
         "second_mb": second_delta,
         "shared_by": shared_by,
-        "after_close_mb": after_close,
+        "after_close_mb": after["VmRSS"] - before["VmRSS"],
+        "after_close_anon_mb": after["RssAnon"] - before["RssAnon"],
+        "after_close_file_mb": after["RssFile"] - before["RssFile"],
         "imports_mb": imports,
-        "short_s": short_s,
     }
+
+
+def _status() -> dict[str, float]:
+    """Resident memory now (MiB): in all, anonymous (heap) and file-backed (code, maps)."""
+    return {key: _rss_mb(key) for key in ("VmRSS", "RssAnon", "RssFile")}
+
+
+def _rows(texts: list[str], per_session: int, role: str) -> list[dict]:
+    return [
+        {"session_id": f"s{i // per_session}", "role": role, "content": t}
+        for i, t in enumerate(texts)
+    ]
+
+
+def child_turns(n: int, shorts: int, rounds: int, folder: str) -> dict:
+    """The ingest speed ratios, nbmemory and fastembed alone called in turn in one
+    process (a b, b a, ...), so a machine whose load swings treats both alike.
+
+    Three comparisons, each over the same texts: the long messages one vector each
+    (passages off) against fastembed at 256 word-pieces, batch 16; the long messages
+    as passages against fastembed embedding the same passages, batch 16; short turns
+    against fastembed, batch 64.  nbmemory's side is ``add_events`` + ``flush`` into a
+    new store each time, opened and warmed up outside the timing."""
+    from long_texts import short_messages
+
+    from nbmemory import Memory
+
+    texts, _ = messages(n)
+    short = short_messages(shorts)
+    model = _fastembed_alone()
+    passages = passage_texts(model, texts)
+    # a store held open all along keeps the shared model loaded between the timed stores
+    holder = Memory(os.path.join(folder, "holder.duckdb"))
+    holder.add_events([{"session_id": "warm", "role": "user", "content": "warm up"}])
+    holder.flush()
+    stores = iter(range(10**6))
+
+    def ours(rows: list[dict], split: bool) -> tuple[float, int]:
+        mem = Memory(os.path.join(folder, f"turn{next(stores)}.duckdb"))
+        mem.add_events([{"session_id": "warm", "role": "user", "content": "warm up"}])
+        mem.flush()
+        if not split:
+            mem.core.worker.split = None  # type: ignore[union-attr]
+        start = time.perf_counter()
+        mem.add_events(rows)
+        mem.flush()
+        seconds = time.perf_counter() - start
+        vectors = mem.store.run("SELECT count(*) - 1 FROM event_vectors")[0][0]
+        mem.close()
+        return seconds, vectors
+
+    def alone(items: list[str], batch: int) -> tuple[float, int]:
+        start = time.perf_counter()
+        count = len(list(model.embed(items, batch_size=batch)))
+        return time.perf_counter() - start, count
+
+    cases: dict[str, tuple[Callable[[], tuple[float, int]], ...]] = {
+        "whole": (lambda: ours(_rows(texts, 20, "assistant"), False), lambda: alone(texts, 16)),
+        "passages": (
+            lambda: ours(_rows(texts, 20, "assistant"), True),
+            lambda: alone(passages, 16),
+        ),
+        "short": (lambda: ours(_rows(short, 50, "user"), True), lambda: alone(short, 64)),
+    }
+    out: dict[str, Any] = {"rounds": rounds, "passages": len(passages)}
+    for name, sides in cases.items():
+        totals = [0.0, 0.0]
+        for r in range(rounds):
+            for side in (0, 1) if r % 2 == 0 else (1, 0):
+                seconds, count = sides[side]()
+                totals[side] += seconds
+                out[f"{name}_{('ours', 'alone')[side]}_vectors"] = count
+        out[f"{name}_ours_s"], out[f"{name}_alone_s"] = totals
+    holder.close()
+    return out
 
 
 def child_search(n: int, queries: int = 50, k: int = 5) -> dict:
@@ -258,20 +305,9 @@ SEARCH_RATIO_BEFORE = 1.92
 
 
 def _run_child(kind: str, args: argparse.Namespace, folder: str) -> dict:
-    command = [
-        sys.executable,
-        __file__,
-        "--child",
-        kind,
-        "--n",
-        str(args.n),
-        "--shorts",
-        str(args.shorts),
-        "--search",
-        str(args.search),
-        "--folder",
-        folder,
-    ]
+    command = [sys.executable, __file__, "--child", kind, "--folder", folder]
+    for option in ("n", "shorts", "search", "rounds"):
+        command += [f"--{option}", str(getattr(args, option))]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         sys.stderr.write(result.stderr)
@@ -283,25 +319,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="long messages (default 200)")
     parser.add_argument("--shorts", type=int, default=2000, help="short turns for the bulk ingest")
-    parser.add_argument("--quick", action="store_true", help="20 long messages, 200 short turns")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="rounds of each in-turn speed comparison"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="20 long messages, 200 short turns, one round"
+    )
     parser.add_argument(
         "--search", type=int, default=100_000, help="short memories for the warm vector search"
     )
     parser.add_argument(
-        "--child", choices=("memory", "fastembed", "search"), help=argparse.SUPPRESS
+        "--child", choices=("memory", "fastembed", "turns", "search"), help=argparse.SUPPRESS
     )
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
-        args.n, args.shorts, args.search = 20, 200, 10_000
-    if args.child == "memory":
-        print(json.dumps(child_memory(args.n, args.shorts, args.folder)))
-        return
-    if args.child == "fastembed":
-        print(json.dumps(child_fastembed(args.n, args.shorts)))
-        return
-    if args.child == "search":
-        print(json.dumps(child_search(args.search)))
+        args.n, args.shorts, args.search, args.rounds = 20, 200, 10_000, 1
+    children = {
+        "memory": lambda: child_memory(args.n, args.folder),
+        "fastembed": lambda: child_fastembed(args.n),
+        "turns": lambda: child_turns(args.n, args.shorts, args.rounds, args.folder),
+        "search": lambda: child_search(args.search),
+    }
+    if args.child:
+        print(json.dumps(children[args.child]()))
         return
     if not os.environ.get("NBMEMORY_MODEL_PATH"):
         raise SystemExit("set NBMEMORY_MODEL_PATH to the all-MiniLM-L6-v2 folder")
@@ -310,33 +351,46 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="nbmemory-long-") as folder:
         alone = _run_child("fastembed", args, folder)
         mem = _run_child("memory", args, folder)
+        turns = _run_child("turns", args, folder)
         search = _run_child("search", args, folder)
     assert mem["embedded"] == args.n + 1, mem  # every message (and the warm-up) has its vector
     print(f"{args.n} long messages, {args.shorts} short turns; {machine()}")
     print(f"embedder footprint after the ingest: {mem['footprint']}")
-    whole_ratio = mem["whole_s"] / alone["long_s"]
-    passage_ratio = mem["long_s"] / alone["passages_s"]
+    print(
+        f"speed ratios: nbmemory and fastembed alone in turn in one process, "
+        f"{turns['rounds']} round(s) of each, seconds summed"
+    )
     search_ratio = search["ours_ms"] / search["floor_ms"]
     search_goal = 1.2 * SEARCH_RATIO_BEFORE
-    short_ratio = alone["short_s"] / mem["short_s"]
-    tail = f"{mem['tail_vector']}/{mem['tail_questions']} vector, {mem['tail_default']}/{mem['tail_questions']} default"
+
+    def speed(name: str, label: str, goal: float, higher: bool = False) -> tuple[str, ...]:
+        ours, theirs = turns[f"{name}_ours_s"], turns[f"{name}_alone_s"]
+        ratio = theirs / ours if higher else ours / theirs
+        met = ratio >= goal if higher else ratio <= goal
+        return (
+            label,
+            f"{ours:.1f} s",
+            f"{theirs:.1f} s",
+            f"{ratio:.2f}x",
+            f"{'>=' if higher else '<='} {goal}x",
+            "yes" if met else "no",
+        )
+
+    tail = (
+        f"{mem['tail_vector']}/{mem['tail_questions']} vector, "
+        f"{mem['tail_default']}/{mem['tail_questions']} default"
+    )
     rows = [
-        (
-            f"ingest, one vector per message, passages off ({mem['whole_rows'] - 1} vectors)",
-            f"{mem['whole_s']:.1f} s",
-            f"{alone['long_s']:.1f} s",
-            f"{whole_ratio:.2f}x",
-            "<= 1.5x",
-            "yes" if whole_ratio <= 1.5 else "no",
+        speed(
+            "whole",
+            f"ingest, one vector per message, passages off ({turns['whole_ours_vectors']} vectors)",
+            1.5,
         ),
-        (
-            f"ingest with passages ({mem['passage_rows']} vectors; fastembed: the same "
-            f"{alone['passages']} passages)",
-            f"{mem['long_s']:.1f} s",
-            f"{alone['passages_s']:.1f} s",
-            f"{passage_ratio:.2f}x",
-            "<= 1.5x",
-            "yes" if passage_ratio <= 1.5 else "no",
+        speed(
+            "passages",
+            f"ingest with passages ({turns['passages_ours_vectors']} vectors; fastembed: the "
+            f"same {turns['passages']} passages)",
+            1.5,
         ),
         (
             "peak RSS of the ingesting process",
@@ -356,20 +410,15 @@ def main() -> None:
         ),
         (
             "RSS after closing both vs before the first opened",
-            f"{mem['after_close_mb']:+.0f} MB (importing fastembed: {mem['imports_mb']:+.0f})",
+            f"{mem['after_close_mb']:+.0f} MB (heap {mem['after_close_anon_mb']:+.0f}, "
+            f"mapped files {mem['after_close_file_mb']:+.0f}; importing fastembed: "
+            f"{mem['imports_mb']:+.0f})",
             "",
             "",
             "<= +100 MB",
             "yes" if mem["after_close_mb"] <= 100 else "no",
         ),
-        (
-            "short turns, bulk ingest (speed vs fastembed alone)",
-            f"{mem['short_s']:.1f} s",
-            f"{alone['short_s']:.1f} s",
-            f"{short_ratio:.2f}x",
-            ">= 0.95x",
-            "yes" if short_ratio >= 0.95 else "no",
-        ),
+        speed("short", "short turns, bulk ingest (speed vs fastembed alone)", 0.95, higher=True),
         (
             f"warm vector search, {search['n']:,} short memories, p50 (vs the numpy floor)",
             f"{search['ours_ms']:.2f} ms",

@@ -189,5 +189,6 @@ def test_long_memories_benchmark_runs_quick(model_path: str) -> None:
     ):
         assert row in out, row
     assert "a second Memory, same process (model shared by 2)" in out
-    # the tail facts of the 20 messages are found by their passages, both ways
-    assert "| tail facts found in the top 3 | 2/2 vector, 2/2 default |" in out
+    # the five tail facts, each planted once among the 20 messages, are found by their
+    # passages, both ways
+    assert "| tail facts found in the top 3 | 5/5 vector, 5/5 default |" in out
