@@ -81,12 +81,84 @@ def latency(n: int, queries: int, rounds: int) -> dict:
         lambda i: mem.get_context("s1", texts[i % queries]),
         queries * rounds,
     )
+    features = features_cost(mem, texts, vector_of, queries * rounds)
     mem.close()
     return {
         "search": bench.p50(searches),
         "context": bench.p50(contexts),
         "signalled": signalled,
+        **features,
     }
+
+
+def features_cost(mem: Memory, texts: list[str], vector_of: dict, repeat: int) -> dict:
+    """p50 milliseconds per query of each step that computes the fusion's features
+    (``hybrid.find_candidates`` with its helpers timed where they are called), and of
+    the two inputs alone (cosine top 50, BM25 top 50).  Empty for a checkout without
+    ``find_candidates`` (a baseline)."""
+    try:
+        from nbmemory.retrieval import hybrid
+    except ImportError:
+        return {}
+    if not hasattr(hybrid, "find_candidates"):
+        return {}
+    vectors, keywords = mem.indexes.vectors(mem.model_name), mem.indexes.keywords()
+    namespace = mem.namespace
+    spent: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable) -> Callable:
+        def call(*args: object, **kwargs: object) -> object:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+
+        return call
+
+    steps = {  # the step's name in the table: (owner, attribute)
+        "inputs: cosine top 50": (vectors, "search"),
+        "inputs: BM25 top 50": (keywords, "score_array"),
+        "neighbours (pool)": (hybrid, "_with_neighbours"),
+        "cosine of the pool": (vectors, "similarities"),
+        "facts (sessions, speakers, dates)": (keywords, "facts"),
+        "speaker named": (keywords, "speakers_named"),
+        "mention": (keywords, "mention_share"),
+        "dates (question resolved)": (hybrid, "_dates"),
+        "ranks": (hybrid, "_reciprocal_ranks"),
+    }
+    saved = {name: getattr(owner, attr) for name, (owner, attr) in steps.items()}
+    for name, (owner, attr) in steps.items():
+        setattr(owner, attr, timed(name, saved[name]))
+    score_array = keywords.score_array
+
+    def scores(*args: object, **kwargs: object) -> object:  # its lazy parts timed too
+        found = score_array(*args, **kwargs)
+        found.top = timed("inputs: BM25 top 50", found.top)
+        found.prefetch = timed("BM25 of the pool's common terms", found.prefetch)
+        return found
+
+    keywords.score_array = timed("inputs: BM25 top 50", scores)
+    steps["BM25 of the pool's common terms"] = (keywords, "score_array")
+    per_query: dict[str, list[float]] = {name: [] for name in [*steps, "all features"]}
+    try:
+        for i in range(repeat):
+            text = texts[i % len(texts)]
+            spent.clear()
+            start = time.perf_counter()
+            hybrid.find_candidates(vectors, keywords, text, vector_of[text], namespace=namespace)
+            whole = time.perf_counter() - start
+            for name in steps:
+                per_query[name].append(spent.get(name, 0.0))
+            inputs = spent.get("inputs: cosine top 50", 0.0) + spent.get("inputs: BM25 top 50", 0.0)
+            per_query["all features"].append(whole - inputs)
+    finally:
+        for name, (owner, attr) in steps.items():
+            if owner is hybrid:
+                setattr(owner, attr, saved[name])
+            elif attr in vars(owner):
+                delattr(owner, attr)  # the instance attribute hid the class's method
+    return {"features": {name: bench.p50(values) for name, values in per_query.items()}}
 
 
 def writes_cost(n: int, writes: int) -> dict:
@@ -144,6 +216,10 @@ def one_size(
     return {
         "n": n,
         "signalled": runs["now"][0]["signalled"],
+        "features": {
+            name: float(np.median([r["features"][name] for r in runs["now"]]))
+            for name in runs["now"][0].get("features", {})
+        },
         **{f"{k}_{w}": median(w, k) for k in ("search", "context") for w in ("now", "before")},
         **writes_cost(n, writes),
     }
@@ -206,6 +282,16 @@ def main() -> None:
             "speaker hits in a top 50",
         ],
         [[f"{r['n']:,}", *pair(r, "search"), *pair(r, "context"), r["signalled"]] for r in results],
+    )
+    print()
+    print(
+        "the fusion's features, p50 ms per query of each step that computes them "
+        "(the first two rows are the inputs, not features)"
+    )
+    names = list(results[0]["features"])
+    bench.print_table(
+        ["step", *[f"{r['n']:,} memories" for r in results]],
+        [[name, *[bench.ms(r["features"][name]) for r in results]] for name in names],
     )
     print()
     print(f"write time, {args.writes} events added one at a time to the keyword index")
