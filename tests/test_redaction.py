@@ -7,7 +7,7 @@ import re
 
 import pytest
 from fakes import SpyEmbedder
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from nbmemory import InvalidInput, Memory, Settings
@@ -398,6 +398,8 @@ _SYMBOLS = "!@#$%^&*+=~?"
     ),
     st.sampled_from(["the password is", "my wifi password was", "pw:", "the passcode is now"]),
 )
+@example("X*X", "the password is")  # x and * mixed: a password, not a "***"/"xxx" placeholder
+@example("a**b", "pw:")
 def test_a_password_with_a_digit_or_symbol_after_is_is_removed(value: str, lead: str) -> None:
     result = redact(f"{lead} {value}")
     assert result.text == f"{lead} [REDACTED]" and result.count == 1

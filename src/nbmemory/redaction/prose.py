@@ -355,7 +355,7 @@ UNITS = frozenset(
 
 _PLACEHOLDER = re.compile(
     r"""<[^<>]*>|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|%\(?\w*\)?s|\{\{?[^{}]*\}\}?"""
-    r"""|[*xX•.…_-]{3,}|\?+""",
+    r"""|[xX]{3,}|\*{3,}|•{3,}|\.{3,}|…+|_{3,}|-{3,}|\?+""",
 )
 _CALL_OR_ATTRIBUTE = re.compile(r"[A-Za-z_][\w.]*\(|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$|\w+\[")
 _PATH = re.compile(r"[/~.]|[A-Za-z]:[\\/]")
