@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from nbmemory.retrieval.passages import passage_size, split_passages, word_spans
+from nbmemory.retrieval.passages import (
+    looks_prose,
+    passage_size,
+    segments,
+    split_passages,
+    word_spans,
+)
 
 
 def _prose_and_code(lines: int = 60) -> str:
@@ -64,3 +70,53 @@ def test_a_tail_sentence_lands_whole_in_a_passage() -> None:
     tail = text.rindex("The staging")
     spans = split_passages(text, word_spans, 64)
     assert any(start <= tail and stop == len(text) for start, stop in spans)
+
+
+def _code_block(lines: int) -> str:
+    body = "\n".join(f"    value_{i} = [x * {i} for x in items if x > {i}]" for i in range(lines))
+    return f"```python\ndef plan(items):\n{body}\n\n    return value_0\n```"
+
+
+def test_prose_after_a_code_block_is_a_passage_of_its_own() -> None:
+    """A fact stated after pasted code is not one line of a passage of code."""
+    fact = "Rollbacks of the billing service need approval from Kofi."
+    text = "Here is the fix for the planner.\n\n" + _code_block(40) + "\n\n" + fact
+    spans = split_passages(text, word_spans, 128)
+    last = text[spans[-1][0] : spans[-1][1]]
+    assert last.strip() == fact
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+
+
+def test_segments_tile_the_text_by_kind() -> None:
+    prose = "The worker restarts after the check.\n\nThen it reads the config again."
+    log = "\n".join(
+        f"2026-03-0{i}T10:00:0{i}Z INFO worker[12{i}] took {i * 37}ms status=200"
+        for i in range(1, 6)
+    )
+    text = prose + "\n\n" + _code_block(3) + "\n\n" + log + "\n\nThat is all for today."
+    parts = segments(text)
+    assert parts[0][0] == 0 and parts[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))
+    kinds = [looks_prose(text[start:stop]) for start, stop in parts]
+    assert kinds == [True, False, True]  # the code block and the log are one run
+    assert text[parts[0][0] : parts[0][1]].startswith(prose)  # both prose paragraphs
+
+
+def test_a_blank_line_inside_a_fence_does_not_end_the_block() -> None:
+    text = "Intro sentence for the block below.\n\n" + _code_block(4) + "\n\nClosing words here."
+    parts = segments(text)
+    assert len(parts) == 3
+    middle = text[parts[1][0] : parts[1][1]]
+    assert middle.startswith("```python") and "return value_0\n```" in middle
+
+
+def test_a_short_caption_stays_with_what_follows() -> None:
+    text = "Output:\n\n" + _code_block(60)
+    spans = split_passages(text, word_spans, 128)
+    assert text[spans[0][0] : spans[0][1]].startswith("Output:\n\n```python")
+
+
+def test_log_lines_and_json_are_not_prose() -> None:
+    assert looks_prose("The agent reads the file before it starts, then writes (twice).")
+    assert not looks_prose("2026-03-22T16:49:07Z WARN scheduler[7061] took 222ms status=200")
+    assert not looks_prose(json.dumps({"tool": "indexer", "ok": True, "items": [1, 2, 3]}))

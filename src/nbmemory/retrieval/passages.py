@@ -8,11 +8,17 @@ a line break (never inside a code line) or a sentence end when one is near.  A
 text that fits the window is one passage, ``(0, len(text))``: short memories cost
 nothing more.  Spans are character offsets into the text, so a search can say
 which part of a memory matched.
+
+Prose and the code, logs or JSON pasted between it are cut apart first
+(:func:`segments`): a sentence stated after a code block gets a passage of its
+own instead of being one line in a passage of code, where its meaning is
+diluted.  A text all of one kind is cut as one run.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -36,7 +42,12 @@ OVERLAP = 30
 #: hold this fraction of the window: a word is one word-piece or more.
 WORD_SCALE = 0.75
 
+#: A run (prose, or code and data) of fewer tokens joins the next one.
+MIN_RUN = 8
+
 _WORD = re.compile(r"\w+|[^\w\s]")
+_FENCE = re.compile(r"\s{0,3}(```|~~~)")
+_PROSE_MARKS = frozenset(".,;:!?'\"()-`")
 _SENTENCE_END = frozenset(".!?;")
 
 
@@ -54,31 +65,136 @@ def passage_size(window: int) -> tuple[int, int]:
 def split_passages(text: str, spans_of: SpansOf, window: int) -> list[tuple[int, int]]:
     """Character spans ``(start, stop)`` of the passages of ``text``, in order.
 
-    A text of at most ``window`` tokens is one span ``(0, len(text))``.  Longer, the
-    passages cover the whole text, each of at most ``window - 56`` tokens (see
-    :func:`passage_size`), overlapping by ~30 tokens; a passage ends after a line
-    break, else after a sentence end, found in its second half, else at its size (a
-    line with no break, like 4k characters of JSON, is still cut, never unbounded).
-    The first passage starts at 0 and the last stops at ``len(text)``.
+    A text of at most ``window`` tokens is one span ``(0, len(text))``.  Longer, it is
+    cut into runs of prose and runs of code, logs or data (:func:`segments`), and each
+    run into passages of at most ``window - 56`` tokens (see :func:`passage_size`),
+    overlapping by ~30 tokens within the run; a passage ends after a line break, else
+    after a sentence end, found in its second half, else at its size (a line with no
+    break, like 4k characters of JSON, is still cut, never unbounded).  The passages
+    cover the whole text: the first starts at 0 and the last stops at ``len(text)``.
     """
     spans = list(spans_of(text))
     n = len(spans)
     if n <= window:
         return [(0, len(text))]
     size, overlap = passage_size(window)
+    starts = [span[0] for span in spans]
     result: list[tuple[int, int]] = []
-    first = 0
+    for start, stop in _runs(segments(text), starts):
+        low, high = bisect_left(starts, start), bisect_left(starts, stop)
+        result += _windows(text, spans, low, high, (start, stop), size, overlap)
+    return result
+
+
+def _runs(parts: list[tuple[int, int]], starts: list[int]) -> list[tuple[int, int]]:
+    """``parts`` with each one of fewer than :data:`MIN_RUN` tokens joined to the next
+    (the last to the one before): a caption line stays with what it introduces."""
+    runs: list[tuple[int, int]] = []
+    pending: int | None = None
+    for start, stop in parts:
+        start = pending if pending is not None else start
+        if bisect_left(starts, stop) - bisect_left(starts, start) < MIN_RUN:
+            pending = start
+            continue
+        pending = None
+        runs.append((start, stop))
+    if pending is not None:
+        if runs:
+            runs[-1] = (runs[-1][0], parts[-1][1])
+        else:
+            runs.append((pending, parts[-1][1]))
+    return runs
+
+
+def _windows(
+    text: str,
+    spans: Sequence[tuple[int, int]],
+    low: int,
+    high: int,
+    bounds: tuple[int, int],
+    size: int,
+    overlap: int,
+) -> list[tuple[int, int]]:
+    """The passages of the run of tokens ``[low, high)``, spanning ``bounds`` whole."""
+    result: list[tuple[int, int]] = []
+    first = low
     while True:
-        end = min(first + size, n)
-        if end >= n:
-            start = 0 if first == 0 else spans[first][0]
-            result.append((start, len(text)))
+        end = min(first + size, high)
+        start = bounds[0] if first == low else spans[first][0]
+        if end >= high:
+            result.append((start, bounds[1]))
             return result
         cut = _cut(text, spans, first + max(1, size // 2), end)
-        start = 0 if first == 0 else spans[first][0]
         result.append((start, spans[cut - 1][1]))
-        following = _line_start(text, spans, max(cut - overlap, first + 1), cut)
-        first = following
+        first = _line_start(text, spans, max(cut - overlap, first + 1), cut)
+
+
+def segments(text: str) -> list[tuple[int, int]]:
+    """Character spans tiling ``text``: maximal runs of prose paragraphs and of the
+    rest (fenced blocks, logs, JSON, tracebacks), split at blank lines and fences.
+
+    A paragraph is prose when letters and spaces make most of it and digits little
+    (:func:`looks_prose`); whatever sits between fences is not prose."""
+    blocks = _blocks(text)
+    result: list[tuple[int, int]] = []
+    kind: bool | None = None
+    for start, prose in blocks:
+        if prose != kind or not result:
+            result.append((start, start))
+            kind = prose
+    return [
+        (start, result[i + 1][0] if i + 1 < len(result) else len(text))
+        for i, (start, _) in enumerate(result)
+    ]
+
+
+def _blocks(text: str) -> list[tuple[int, bool]]:
+    """(start, is prose) of each paragraph or fenced block of ``text``, in order."""
+    blocks: list[tuple[int, bool]] = []
+    fenced = False
+    start: int | None = None
+    offset = 0
+    lines = text.splitlines(keepends=True)
+
+    def close(at: int) -> None:
+        nonlocal start
+        if start is not None:
+            blocks.append((start, not fenced and looks_prose(text[start:at])))
+            start = None
+
+    for line in lines:
+        if _FENCE.match(line):
+            if not fenced:
+                close(offset)
+                start, fenced = offset, True
+            else:
+                fenced = False
+                blocks.append((start if start is not None else offset, False))
+                start = None
+        elif not fenced:
+            if line.strip():
+                if start is None:
+                    start = offset
+            else:
+                close(offset)
+        offset += len(line)
+    if fenced and start is not None:
+        blocks.append((start, False))
+    else:
+        close(len(text))
+    if not blocks:
+        return [(0, True)]
+    blocks[0] = (0, blocks[0][1])  # leading blank lines belong to the first block
+    return blocks
+
+
+def looks_prose(paragraph: str) -> bool:
+    """Whether a paragraph reads as sentences: at least 85% letters and spaces (basic
+    punctuation included) and at most 5% digits; a log line, JSON or a traceback is not."""
+    size = len(paragraph) or 1
+    words = sum(c.isalpha() or c.isspace() or c in _PROSE_MARKS for c in paragraph)
+    digits = sum(c.isdigit() for c in paragraph)
+    return words >= 0.85 * size and digits <= 0.05 * size
 
 
 def _gap(text: str, spans: Sequence[tuple[int, int]], i: int) -> str:
