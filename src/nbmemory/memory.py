@@ -55,6 +55,7 @@ from .log.memories import Memories
 from .redaction import Redactor
 from .retrieval import Embedder, Retriever, estimate_tokens, resolve_embedder
 from .retrieval.embedders import close_embedder
+from .retrieval.model_pool import give_back_memory
 from .retrieval.rerank import Reranker, as_reranker
 from .sessions.audit_trail import Audit
 from .sessions.contexts import SessionContexts
@@ -441,6 +442,8 @@ class Memory(AstreusNames, OlderNames):
             store.close()
         indexes.clear()
         _OPEN.discard(self)
+        if not _OPEN:  # the last store of the process: its indexes' memory goes back
+            give_back_memory()
 
     @property
     def closed(self) -> bool:

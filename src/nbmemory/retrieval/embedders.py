@@ -32,7 +32,7 @@ import numpy as np
 
 from ..config import DEFAULT_BATCH_TOKENS, DEFAULT_MODEL, ENV_MODEL_PATH
 from ..errors import EmbedderError, InvalidInput, ModelUnavailable
-from . import model_pool
+from . import model_pool, onnx_text
 from .model_pool import SharedModel
 from .offline_embedders import CallableEmbedder, HashEmbedder
 
@@ -328,6 +328,8 @@ class FastEmbedEmbedder:
         counter = type(tokenizer).from_str(tokenizer.to_str())
         counter.no_truncation()
         counter.no_padding()
+        cutter = type(tokenizer).from_str(tokenizer.to_str())
+        cutter.no_padding()
         after = model_pool.rss_mb()
         return SharedModel(
             key=key,
@@ -338,6 +340,7 @@ class FastEmbedEmbedder:
             special_tokens=len(counter.encode("").ids),
             load_mb=None if before is None or after is None else max(0.0, after - before),
             file_mb=model_pool.file_size_mb(model_dir),
+            cutter=cutter,
         )
 
     def close(self) -> None:
@@ -389,6 +392,8 @@ class FastEmbedEmbedder:
                 )
                 raise ModelUnavailable(self.name, f"{named} is not a directory")
             try:
+                if onnx_text.runs_locally(self.name, model_path):
+                    return onnx_text.LocalTextModel(model_path)  # no fastembed import
                 return self._text_embedding()(model_name=self.name, specific_model_path=model_path)
             except ModelUnavailable:
                 raise
@@ -442,16 +447,23 @@ class FastEmbedEmbedder:
         ``encode_batch`` are, and nothing else in the call changes shared state.
         """
         shared = self._acquire()
-        model, tokenizer = shared.model, shared.tokenizer
+        model, cutter = shared.model, shared.cutter
         if model is None:  # released under our feet by a close() racing this call
             self._shared = None
             shared = self._acquire()
-            model, tokenizer = shared.model, shared.tokenizer
+            model, cutter = shared.model, shared.cutter
         texts = list(texts)
-        lengths = [len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]
+        # each text's own length (cut at the window, unpadded): the batches group
+        # texts of similar length, and a model that takes tokens is not fed twice
+        encodings = cutter.encode_batch(texts)
+        lengths = [len(encoding.ids) for encoding in encodings]
+        encoded = getattr(model, "run_encoded", None)
         rows: list[np.ndarray | None] = [None] * len(texts)
         for batch in model_pool.token_batches(lengths, self.batch_tokens):
-            part = model.embed([texts[i] for i in batch], batch_size=len(batch))
+            if encoded is not None:
+                part = encoded([encodings[i] for i in batch])
+            else:
+                part = model.embed([texts[i] for i in batch], batch_size=len(batch))
             for index, vector in zip(batch, part, strict=True):
                 rows[index] = vector
         if not texts:

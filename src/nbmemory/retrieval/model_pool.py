@@ -98,9 +98,15 @@ def give_back_memory() -> None:
     """Collect garbage and ask glibc to return its free heap to the system.
 
     Without ``malloc_trim`` the pages an ONNX session freed stay in the process's
-    heap (and in its RSS) for the next allocation; a no-op off glibc.
+    heap (and in its RSS) for the next allocation; a no-op off glibc.  pyarrow's
+    allocator (mimalloc or jemalloc, which DuckDB's Arrow results go through) is
+    asked to return what it keeps free too, when pyarrow is loaded.
     """
     gc.collect()
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        with contextlib.suppress(Exception):
+            arrow.default_memory_pool().release_unused()
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -128,6 +134,9 @@ class SharedModel:
     load_mb: float | None
     #: on-disk size of the ONNX model file(s), in MiB (None when not found)
     file_mb: float | None
+    #: a copy of ``tokenizer`` that truncates as it does but pads nothing: the true
+    #: length of each text, for cutting batches by tokens
+    cutter: Any = None
     users: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -172,7 +181,7 @@ def release(shared: SharedModel) -> None:
             return
         if _POOL.get(shared.key) is shared:
             del _POOL[shared.key]
-    shared.model = shared.tokenizer = shared.counter = None
+    shared.model = shared.tokenizer = shared.counter = shared.cutter = None
     give_back_memory()
 
 

@@ -1,0 +1,135 @@
+"""The spec's model run from a local folder on ONNX Runtime alone, without fastembed.
+
+fastembed runs ``sentence-transformers/all-MiniLM-L6-v2`` as: ``tokenizer.json``
+(truncated, padded to the longest text of the batch), the ONNX graph, the mean of
+the last hidden state over the attention mask, an L2 norm.  When the model's files
+are already on disk (``$NBMEMORY_MODEL_PATH`` or ``model_path=``) nbmemory does the
+same with ``onnxruntime`` and ``tokenizers``, which fastembed itself uses: importing
+fastembed loads ~520 modules (PIL, huggingface_hub, requests, ...) that stay in
+the process for its whole life, ~47 MB resident measured, for nothing a local copy
+needs (``docs/performance.md``, "Memory").  The vectors are fastembed's: a test
+compares them.  Other models, and downloads, go through fastembed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Models fastembed runs mean-pooled and L2-normalised from ``model.onnx``: the
+#: ones this module may run in its place.
+MEAN_POOLED = frozenset({"sentence-transformers/all-MiniLM-L6-v2"})
+MODEL_FILE = "model.onnx"
+_NEEDED = ("tokenizer.json", "tokenizer_config.json", MODEL_FILE)
+
+
+def runs_locally(model_name: str, model_dir: str) -> bool:
+    """Whether :class:`LocalTextModel` can run ``model_name`` from ``model_dir``."""
+    folder = Path(model_dir)
+    return model_name in MEAN_POOLED and all((folder / name).is_file() for name in _NEEDED)
+
+
+class LocalTextModel:
+    """Mean-pooled, normalised sentence vectors from a local model folder.
+
+    Shaped like fastembed's ``TextEmbedding`` where nbmemory looks at it:
+    ``embed(texts, batch_size)`` yields one vector per text; ``model`` holds the
+    ``tokenizer`` (which the caller may re-truncate), the folder (``_model_dir``) and
+    the ONNX Runtime session (``model.model``).  The session's ``run`` and the
+    tokenizer's ``encode_batch`` are safe from several threads.
+    """
+
+    def __init__(self, model_dir: str) -> None:
+        self.model = _Runner(model_dir)
+
+    def embed(self, texts: list[str], batch_size: int = 256) -> Iterator[np.ndarray]:
+        """One unit float32 vector per text, in order, ``batch_size`` texts per run."""
+        step = max(int(batch_size), 1)
+        for first in range(0, len(texts), step):
+            yield from self.model.run(texts[first : first + step])
+
+    def run_encoded(self, encodings: list[Any]) -> np.ndarray:
+        """The vectors of one batch of texts the caller tokenised already (with
+        ``model.tokenizer``'s truncation, padding off): no second tokenisation."""
+        return self.model.run_encoded(encodings)
+
+
+class _Runner:
+    """The tokenizer and the ONNX session of one model folder."""
+
+    def __init__(self, model_dir: str) -> None:
+        import onnxruntime as ort
+
+        self._model_dir = model_dir
+        folder = Path(model_dir)
+        self.tokenizer = _tokenizer(folder)
+        options = ort.SessionOptions()  # (nbmemory's lean options while it loads)
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.model = ort.InferenceSession(
+            str(folder / MODEL_FILE), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {node.name for node in self.model.get_inputs()}
+
+    def run(self, texts: list[str]) -> np.ndarray:
+        """The vectors of ``texts``, one batch padded to its longest text."""
+        return self.run_encoded(self.tokenizer.encode_batch(texts))
+
+    def run_encoded(self, encodings: list[Any]) -> np.ndarray:
+        """The vectors of texts already tokenised (truncated, padded or not): one batch,
+        padded here to its longest with the model's pad token."""
+        longest = max((len(e.ids) for e in encodings), default=0)
+        pad_id = (self.tokenizer.padding or {}).get("pad_id", 0)
+        ids = np.full((len(encodings), longest), pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), longest), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.attention_mask)] = encoding.attention_mask
+        feed: dict[str, np.ndarray] = {"input_ids": ids}
+        if "attention_mask" in self._inputs:
+            feed["attention_mask"] = mask
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.model.run(None, feed)[0]
+        summed = np.sum(hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool), dtype=np.float64)
+        pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return (pooled / norms).astype(hidden.dtype, copy=False)
+
+
+def _tokenizer(folder: Path) -> Any:
+    """``tokenizer.json`` set up as fastembed does: truncated at the tokenizer config's
+    length, padded to the longest text of each batch with the model's pad token."""
+    from tokenizers import Tokenizer
+
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    model_config: dict[str, Any] = {}
+    if (folder / "config.json").is_file():
+        model_config = json.loads((folder / "config.json").read_text())
+    lengths = [
+        int(value)
+        for value in (config.get("model_max_length"), config.get("max_length"))
+        if isinstance(value, int) and 0 < value < 1_000_000
+    ]
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    truncation = tokenizer.truncation or {}
+    tokenizer.enable_truncation(
+        max_length=min(lengths) if lengths else 512,
+        direction=config.get("truncation_side") or truncation.get("direction", "right"),
+    )
+    padding = tokenizer.padding or {}
+    pad_token = padding.get("pad_token") or config.get("pad_token") or "[PAD]"
+    pad_id = padding.get("pad_id", model_config.get("pad_token_id"))
+    if pad_id is None:
+        pad_id = tokenizer.token_to_id(pad_token) or 0
+    tokenizer.enable_padding(
+        direction=config.get("padding_side") or padding.get("direction", "right"),
+        pad_id=pad_id,
+        pad_type_id=padding.get("pad_type_id", 0),
+        pad_token=pad_token,
+        length=None,
+    )
+    return tokenizer
