@@ -20,10 +20,11 @@ from nbmemory.research.generalisation import BASELINES, evaluate_corpora
 RANKINGS = {name: BASELINES[name] for name in ("default", "cosine", "keywords")}
 #: How far the default must lead the better of its inputs (recall@10): the issue's
 #: goal is +0.05; where that is not reached, the lead measured minus a small margin
-#: (docs/retrieval.md, "Development corpora").  Measured 2026-12-04: locomo +0.190,
-#: locomo-long +0.029 (0.933 against keywords 0.904), tech-chat +0.041 (0.819
-#: against keywords 0.778; one question of 72 is 0.014).
-MARGIN = {"locomo": 0.05, "locomo-long": 0.02, "tech-chat": 0.025}
+#: (docs/retrieval.md, "Development corpora").  Measured 2026-12-05: locomo +0.190,
+#: locomo-long +0.030 (0.934 against keywords 0.904), tech-chat +0.083 (0.861
+#: against keywords 0.778, since prose and pasted code are cut into passages apart;
+#: +0.041 before; seeds 1 and 2: +0.055 and +0.139).
+MARGIN = {"locomo": 0.05, "locomo-long": 0.02, "tech-chat": 0.05}
 
 
 @pytest.fixture(scope="module")
