@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from child_process import child_env
 
-from nbmemory.retrieval.embedders import FastEmbedEmbedder, _lean_sessions
+from nbmemory.retrieval.embedders import FastEmbedEmbedder
 from nbmemory.retrieval.onnx_text import LocalTextModel, runs_locally
+from nbmemory.retrieval.onnx_text import lean_sessions as _lean_sessions
 
 TEXTS = [
     "",

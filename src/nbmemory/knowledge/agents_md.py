@@ -48,6 +48,10 @@ SESSION_ID = "agents_md"
 #: Importance of AGENTS.md sections: at the top of the salience strategy.
 IMPORTANCE = 1.0
 PREAMBLE = "(preamble)"
+#: Seconds between the two reads that must agree before a changed file is synced,
+#: and the most a sync waits for the file to settle.
+SETTLE_S = 0.1
+SETTLE_MAX_S = 2.0
 
 _HEADING_RE = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
@@ -395,7 +399,22 @@ class AgentsWatcher:
             with self._changed:
                 self._changed.notify_all()
 
+    def _settle(self) -> None:
+        """Wait until the file stops changing: an editor or ``write_text`` truncates it
+        and then writes, and a sync between the two would forget every section and
+        learn them again.  Read twice :data:`SETTLE_S` apart with the same content, or
+        :data:`SETTLE_MAX_S` at most (a file rewritten all the time is read as it is)."""
+        waited = 0.0
+        last = self._signature()
+        while waited < SETTLE_MAX_S and not self._stop.wait(SETTLE_S):
+            waited += SETTLE_S
+            current = self._signature()
+            if current == last:
+                return
+            last = current
+
     def _sync_once(self) -> None:
+        self._settle()
         try:
             result = sync(self.core, self.path, namespace=self.namespace)
         except Exception as exc:

@@ -61,55 +61,6 @@ DEFAULT_HUB = "https://huggingface.co"
 HUB_CHECK_TIMEOUT = 2.5
 
 
-#: ``onnxruntime.SessionOptions`` attributes set on the model's session.  The memory
-#: pattern (buffers planned per input shape and kept) is off: batches here come in
-#: many shapes, and with it on the peak resident memory of 200 long messages was
-#: 886 MB instead of 612 (``docs/performance.md``, "Memory").  The CPU arena stays
-#: on: without it the peak was no lower (859 MB) and runs were slower.
-SESSION_OPTIONS: dict[str, Any] = {"enable_mem_pattern": False}
-
-#: Held while ONNX Runtime's session options are swapped for a model load.
-_SESSION_OPTIONS_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _lean_sessions() -> Iterator[None]:
-    """Sessions created inside the block do not spin their threads between runs, and
-    do not keep an arena sized by the largest batch they ever ran.
-
-    By default ONNX Runtime's worker threads keep spinning for a while after each
-    run, ready for the next one.  Here the model runs in the background while the
-    caller writes to DuckDB: on two cores the spinning threads took that CPU and
-    slowed ``add_event`` markedly, for no gain in texts/s
-    (``benchmarks/bench_ingest.py`` times both; ``docs/performance.md``, "Ingest",
-    has the figures before and after).  The arena options are :data:`SESSION_OPTIONS`
-    (measured in ``docs/performance.md``, "Memory").  fastembed takes no option for
-    either, so the session options class it instantiates is swapped for the length
-    of the load.
-    """
-    try:
-        import onnxruntime as ort
-    except ImportError:  # pragma: no cover - a fastembed dependency
-        yield
-        return
-    original = ort.SessionOptions
-
-    class LeanSession(original):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self.add_session_config_entry("session.inter_op.allow_spinning", "0")
-            for name, value in SESSION_OPTIONS.items():
-                setattr(self, name, value)
-
-    with _SESSION_OPTIONS_LOCK:
-        ort.SessionOptions = LeanSession
-        try:
-            yield
-        finally:
-            ort.SessionOptions = original
-
-
 def model_unavailable(exc: BaseException | None) -> ModelUnavailable | None:
     """The :class:`ModelUnavailable` behind ``exc`` (itself or a cause), if any."""
     seen = 0
@@ -310,7 +261,7 @@ class FastEmbedEmbedder:
 
     def _load_shared(self, key: tuple[str, str | None, str], window: int | None) -> SharedModel:
         before = model_pool.rss_mb()
-        with _lean_sessions():
+        with onnx_text.lean_sessions():
             model = self._open(key[1], key[2])
         inner = getattr(model, "model", None)
         model_dir = getattr(inner, "_model_dir", None) or key[1]
