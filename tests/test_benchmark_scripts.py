@@ -139,6 +139,26 @@ def test_search_benchmark_runs_and_its_answers_are_exact() -> None:
         assert table in out
 
 
+def test_peers_benchmark_runs_with_or_without_the_peers() -> None:
+    """benchmarks/bench_peers.py at a tiny size: nbmemory's exact top-k is the floor's,
+    and each peer is either measured (exact too) or shown as not installed."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_peers.py")]
+        + ["--sizes", "3000", "--queries", "5"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = {
+        line.split(" | ")[1]: line for line in result.stdout.splitlines() if "| 3,000 |" in line
+    }
+    assert lines["nbmemory"].endswith("| 1.00 |")
+    for peer in ("faiss IndexFlatIP", "sqlite-vec vec0", "lancedb, no index"):
+        assert "not installed" in lines[peer] or lines[peer].endswith("| 1.00 |"), lines[peer]
+
+
 def test_api_benchmark_compares_this_checkout_with_another():
     result = subprocess.run(
         [
