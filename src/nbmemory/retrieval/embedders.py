@@ -4,7 +4,8 @@ Three kinds, one protocol (``name``, ``dim``, ``embed(list[str]) -> float32 arra
 
 * :class:`FastEmbedEmbedder` — ``sentence-transformers/all-MiniLM-L6-v2`` through
   fastembed, the spec's model and the default.  ``$NBMEMORY_MODEL_PATH`` points it
-  at a local copy; otherwise fastembed's cache, then its download when the hub
+  at a local copy, which runs on ONNX Runtime directly, as fastembed would run it
+  (:mod:`.onnx_text`); otherwise fastembed's cache, then its download when the hub
   answers a quick check.  A model that cannot load raises
   :class:`ModelUnavailable` within seconds, and keeps raising it at once (the
   failure is remembered) until the model path or the cache folder changes.
