@@ -56,9 +56,12 @@ class GatedEmbedder:
         self.entered = threading.Event()
         self.inner = HashEmbedder(384)
         self.calls = 0
+        #: how many texts each call got
+        self.sizes: list[int] = []
 
     def embed(self, texts: list[str]) -> np.ndarray:
         self.calls += 1
+        self.sizes.append(len(texts))
         self.entered.set()
         self.gate.wait()
         return self.inner.embed(texts)

@@ -138,6 +138,10 @@ class Settings:
     redact_pii: bool = False
     # embeddings
     embedding_model: str = DEFAULT_MODEL
+    #: Texts the background worker takes from its queue per round; a backlog of
+    #: short texts is taken in larger rounds (up to 1,024 texts of 128k characters),
+    #: which the embedder cuts by tokens (``embed_batch_tokens``) after sorting them
+    #: by length, so short turns pad little.
     embed_batch_size: int = 64
     #: The memory ceiling of embedding: padded word-pieces per batch the model runs at
     #: most (rows x the longest row, each cut at the model's trained length).  The

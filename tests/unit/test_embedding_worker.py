@@ -44,8 +44,45 @@ def test_a_backlog_is_written_in_few_transactions_and_every_vector_once():
         worker.stop()
     written = [i for call in writes.vector_writes for i in call]
     assert sorted(written) == sorted(i for i, _ in items)  # each once, none lost
-    assert embedder.calls == 11  # 1 + 39 in batches of 4
+    assert embedder.sizes == [1, 39]  # the first alone; the short backlog in one round
     assert len(writes.vector_writes) <= 2  # the first alone, the backlog together
+
+
+def _backlog(embedder: GatedEmbedder, items: list[tuple[str, str]], batch_size: int) -> None:
+    from nbmemory.retrieval.worker import EmbeddingWorker
+
+    writes = _RecordingWrites()
+    worker = EmbeddingWorker(
+        embedder, writes.vectors, writes.errors, batch_size=batch_size, write_rows=10**6, hold=60
+    )
+    try:
+        worker.submit(items[:1])
+        embedder.entered.wait()  # the rest queue up behind the first
+        worker.submit(items[1:])
+        embedder.gate.set()
+        assert worker.flush(timeout=60)
+    finally:
+        worker.stop()
+
+
+def test_a_backlog_of_short_texts_is_pooled_up_to_the_limit():
+    """Short texts are taken past ``batch_size`` (similar lengths then batch together),
+    up to POOL_TEXTS a round."""
+    from nbmemory.retrieval.worker import POOL_TEXTS
+
+    embedder = GatedEmbedder()
+    _backlog(embedder, [(f"id-{i}", f"turn {i}") for i in range(POOL_TEXTS + 101)], 4)
+    assert embedder.sizes == [1, POOL_TEXTS, 100]
+
+
+def test_a_backlog_of_long_texts_stays_in_rounds_of_batch_size():
+    """Long texts fill the pool's characters at once: rounds of ``batch_size`` as before."""
+    from nbmemory.retrieval.worker import POOL_CHARS
+
+    embedder = GatedEmbedder()
+    long_text = "word " * (POOL_CHARS // 20)  # four of them fill the pool
+    _backlog(embedder, [(f"id-{i}", long_text + str(i)) for i in range(13)], 4)
+    assert embedder.sizes == [1, 4, 4, 4]
 
 
 class _SecondCallWaits:
@@ -73,7 +110,13 @@ def test_vectors_held_back_are_written_when_the_worker_stops():
     embedder = _SecondCallWaits()
     writes = _RecordingWrites()
     worker = EmbeddingWorker(
-        embedder, writes.vectors, writes.errors, batch_size=2, write_rows=1000, hold=60
+        embedder,
+        writes.vectors,
+        writes.errors,
+        batch_size=2,
+        write_rows=1000,
+        hold=60,
+        pool_chars=0,  # rounds of two texts, not one pool of all eight
     )
     worker.submit([(f"id-{i}", f"text {i}") for i in range(8)])
     embedder.in_second.wait()  # the first batch is computed and held: more are queued

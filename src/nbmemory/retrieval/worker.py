@@ -34,6 +34,12 @@ from .embedders import Embedder, ModelUnavailable, check_vectors, model_unavaila
 
 log = logging.getLogger(__name__)
 
+#: A backlog is taken in rounds of ``batch_size`` texts, and then more while the
+#: round holds at most POOL_TEXTS texts of POOL_CHARS characters in all (~32k
+#: word-pieces): short texts sorted by length in a larger pool pad less.
+POOL_TEXTS = 1024
+POOL_CHARS = 131_072
+
 #: Per event, the character spans of its passages, or None for its whole text.
 Spans = list[list[tuple[int, int]] | None]
 #: ``write_vectors(ids, texts, vectors, spans)``: store the vectors of these texts (one
@@ -64,8 +70,12 @@ class EmbeddingWorker:
         write_rows: int = 16384,
         hold: float = 0.5,
         split: Split | None = None,
+        pool_chars: int = POOL_CHARS,
     ) -> None:
         self.embedder = embedder
+        #: A backlog round takes more short texts while they hold this many characters
+        #: in all (0: every round is ``batch_size`` texts).
+        self.pool_chars = pool_chars
         #: Cuts a long text into passages (None: every text is embedded whole).
         self.split = split
         #: Texts queued again to replace a whole-text vector by passages (see
@@ -241,7 +251,20 @@ class EmbeddingWorker:
                 self._queue.clear()
                 return None
             count = min(self.batch_size, len(self._queue))
-            return [self._queue.popleft() for _ in range(count)]
+            batch = [self._queue.popleft() for _ in range(count)]
+            # a backlog of short texts: take more of them while they fit the pool, so
+            # the embedder groups texts of similar length and pads little (2,000 short
+            # turns embedded 64 at a time took 1.7x as long as 512 at a time)
+            chars = sum(len(text) for _, text in batch)
+            while (
+                self._queue
+                and len(batch) < POOL_TEXTS
+                and chars + len(self._queue[0][1]) <= self.pool_chars
+            ):
+                item = self._queue.popleft()
+                chars += len(item[1])
+                batch.append(item)
+            return batch
 
     def _run(self) -> None:
         while True:
