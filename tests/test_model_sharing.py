@@ -4,6 +4,7 @@ and the trained length with the real model (these skip without $NBMEMORY_MODEL_P
 from __future__ import annotations
 
 import random
+import sys
 import threading
 
 import numpy as np
@@ -158,3 +159,51 @@ def test_the_session_plans_no_memory_per_shape(real_embedder) -> None:
     options = real_embedder._load().model.model.get_session_options()
     assert options.enable_mem_pattern is False
     assert options.enable_cpu_mem_arena is True
+
+
+_CYCLES = """
+import os, sys, tempfile
+from nbmemory import Memory
+from nbmemory.retrieval import model_pool
+if sys.argv[1] == "default":
+    model_pool._heap_bound = False  # glibc's own dynamic threshold, as before
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+after = []
+for cycle in range(4):
+    memory = Memory(os.path.join(tempfile.mkdtemp(), "m.duckdb"))
+    memory.add_events(
+        [{"session_id": "s", "role": "user", "content": f"cycle {cycle} {n} " * 300}
+         for n in range(50)]
+    )
+    memory.flush()
+    memory.close()
+    after.append(rss())
+print("RSS", *after)
+"""
+
+
+@pytest.mark.slow
+def test_stores_opened_and_closed_in_turn_do_not_pile_up_the_models_heap(model_path) -> None:
+    """A notebook that re-runs its cells opens and closes stores over and over: the
+    memory the model's buffers used comes back each time, it does not pile up in the
+    heaps of the threads that ran it (glibc's dynamic mmap threshold did that)."""
+    from child_process import spawn
+
+    child = spawn(_CYCLES, "fixed", NBMEMORY_MODEL_PATH=model_path)
+    out, err = child.communicate(timeout=600)
+    assert child.returncode == 0, err
+    after = [float(v) for v in out.split("RSS", 1)[1].split()]
+    assert max(after) - after[0] < 15, after  # glibc's default: +31 to +42 MB
+
+
+def test_malloc_settings_the_user_chose_are_left_alone() -> None:
+    from child_process import spawn
+
+    code = "from nbmemory.retrieval import model_pool; print(model_pool.bound_heap_growth())"
+    chosen = spawn(code, MALLOC_ARENA_MAX="2")
+    assert chosen.communicate(timeout=60)[0].strip() == "False"
+    if sys.platform.startswith("linux"):
+        ours = spawn(code)
+        assert ours.communicate(timeout=60)[0].strip() == "True"
