@@ -133,3 +133,17 @@ def test_a_line_cut_short_was_never_acknowledged_and_is_dropped():
     data = b"".join(journal.encode(r, 0) for r in rows)
     assert [e["row"]["id"] for e in journal.decode(data[:-5])] == ["0", "1"]
     assert [e["row"]["id"] for e in journal.decode(data)] == ["0", "1", "2"]
+
+
+@pytest.mark.slow
+def test_an_empty_journal_of_a_process_gone_is_swept_at_open(tmp_path):
+    path = str(tmp_path / "swept.duckdb")
+    folder = Path(journal.folder_of(path))
+    folder.mkdir()
+    child = spawn("import os; print(os.getpid())")
+    dead = int(expect(child, ""))
+    assert child.wait(timeout=HANG) == 0
+    (folder / f"{dead}-0-abcdef.jsonl").touch()
+    with Memory(path, embedder="hash", shared=True):
+        assert [p.name.split("-")[0] for p in folder.iterdir()] == [str(os.getpid())]
+    assert not folder.exists()

@@ -178,6 +178,19 @@ class Journal:
                     os.rmdir(self.folder)  # only when no other journal is in it
 
 
+def sweep(folder: str) -> None:
+    """Remove the empty journals of processes that are gone (killed with nothing pending)."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_size == 0 and not _owner_alive(name):
+                os.remove(path)
+
+
 def any_pending(folder: str, own: Journal | None) -> bool:
     """Whether some journal beside the store holds rows (cheap: one listdir, a stat each)."""
     if own is not None and own.pending:

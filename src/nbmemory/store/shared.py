@@ -326,6 +326,7 @@ class SharedStore(Store):
         with self._journal_lock:
             self._writer = writer
             if self.journal is None:
+                journal.sweep(self._journal_folder)
                 self.journal = journal.Journal(self.path)
         if journal.any_pending(self._journal_folder, None):  # left by a killed process
             with self._lock:
