@@ -133,6 +133,8 @@ def test_a_line_cut_short_was_never_acknowledged_and_is_dropped():
     data = b"".join(journal.encode(r, 0) for r in rows)
     assert [e["row"]["id"] for e in journal.decode(data[:-5])] == ["0", "1"]
     assert [e["row"]["id"] for e in journal.decode(data)] == ["0", "1", "2"]
+    damaged = data.replace(b'"1"', b'"1\xff', 1).replace(b"}\n", b"\n", 2)
+    assert [e["row"]["id"] for e in journal.decode(damaged)] == ["2"]
 
 
 @pytest.mark.slow

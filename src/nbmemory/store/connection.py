@@ -278,7 +278,7 @@ class Store(PlainSQL):
         """Where ``add_event`` appends its built row instead of a transaction (shared
         mode's journal, :mod:`.journal`), returning the stored record; None: nowhere.
         Here, rows a killed shared process journalled are written first."""
-        if self.on_disk and not self.read_only:
+        if self.on_disk and not self.read_only and journal.SUPPORTED:
             journal.replay(self, writer)
         return None
 

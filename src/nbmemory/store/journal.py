@@ -27,6 +27,7 @@ import contextlib
 import datetime as dt
 import itertools
 import json
+import logging
 import os
 import threading
 import time
@@ -35,8 +36,12 @@ from typing import Any
 
 try:
     import fcntl
-except ImportError:  # pragma: no cover - Windows: one process's threads still exclude
+except ImportError:  # pragma: no cover - Windows: no flock, so no journal (one turn per call)
     fcntl = None  # type: ignore[assignment]
+
+#: Whether journals can be used here: a drain must lock out an append it would empty.
+SUPPORTED = fcntl is not None
+log = logging.getLogger(__name__)
 
 #: Rows in this process's journal at which the ``add_event`` that appends the last
 #: one also writes them all to the store (in its turn on the file).
@@ -72,8 +77,12 @@ def decode(data: bytes) -> list[dict[str, Any]]:
     """The entries of a journal's bytes; a last line without its newline is dropped."""
     entries = []
     for line in data.split(b"\n")[:-1]:  # the part after the last newline is unfinished
-        if line.strip():
+        if not line.strip():
+            continue
+        try:
             entries.append(json.loads(line, object_hook=_decode))
+        except ValueError:  # a damaged line cannot be told apart: the others still count
+            log.warning("nbmemory: skipped a damaged line of a shared-mode journal")
     return entries
 
 

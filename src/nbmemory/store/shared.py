@@ -321,7 +321,7 @@ class SharedStore(Store):
     def journal_for(self, writer: Any) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
         """Where ``add_event`` puts its row: this process's journal (:mod:`.journal`),
         written to the file at the next turn; ``writer`` writes the journalled rows."""
-        if self.read_only:
+        if self.read_only or not journal.SUPPORTED:
             return None
         with self._journal_lock:
             self._writer = writer
