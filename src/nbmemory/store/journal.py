@@ -140,7 +140,7 @@ class Journal:
         for attempt in range(3):  # another process may remove the empty folder meanwhile
             os.makedirs(self.folder, exist_ok=True)
             try:
-                self.fd = os.open(self.path, flags, 0o600)
+                self.fd = os.open(self.path, flags, 0o666)  # as the store: the umask decides
                 break
             except FileNotFoundError:
                 if attempt == 2:
