@@ -132,34 +132,44 @@ class _LeaseLock:
     """The store's ``_lock`` in shared mode: the usual RLock that also holds a lease.
 
     Transactions and callers taking ``store._lock`` for a multi-statement operation
-    then keep the file open for all of it.  Who opens the file first, in a caller's
-    thread, writes the rows pending in the journals (:mod:`.journal`).
+    then keep the file open for all of it.  A caller's thread taking it (not from
+    inside its own hold) first writes the rows pending in the journals
+    (:mod:`.journal`), whether it opened the file or joined a lease the embedding
+    worker opened: what it reads then holds every event whose ``add_event`` returned.
     """
 
     def __init__(self, lease: _Lease) -> None:
         self._rlock = threading.RLock()
         self._lease = lease
+        self._depth = threading.local()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if not self._rlock.acquire(blocking, timeout):
             return False
         try:
-            if self._lease.enter():
-                try:
-                    self._lease.store._drain()
-                except BaseException:
-                    self._lease.__exit__(None, None, None)
-                    raise
+            self._lease.enter()
         except BaseException:
             self._rlock.release()
             raise
+        depth = self._depth.n = getattr(self._depth, "n", 0) + 1
+        if depth == 1:
+            try:
+                self._lease.store._drain()
+            except BaseException:
+                self.release()
+                raise
         return True
 
     def release(self) -> None:
+        self._depth.n -= 1
         try:
             self._lease.__exit__(None, None, None)
         finally:
             self._rlock.release()
+
+    def held_here(self) -> bool:
+        """Whether the current thread holds the lock (its outermost taking drained)."""
+        return getattr(self._depth, "n", 0) > 0
 
     def __enter__(self) -> bool:
         return self.acquire()
@@ -308,13 +318,16 @@ class SharedStore(Store):
         """Notice whether another process wrote the file since this one last held it,
         after writing the rows pending in the journals (a read sees every event whose
         ``add_event`` returned)."""
+        lock = self._lock
         if (
-            self._writer is not None
+            isinstance(lock, _LeaseLock)
+            and not lock.held_here()  # else its taking drained already
+            and self._writer is not None
             and _caller_thread()
             and journal.any_pending(self._journal_folder, self.journal)
         ):
-            with self._lock:  # opening the file drains; if it was open, drain here
-                self._drain()
+            with lock:  # taking it drains
+                pass
         self.note_external_change()
 
     # -- the journal (group commit) -------------------------------------------------------
