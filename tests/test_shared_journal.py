@@ -59,6 +59,26 @@ def _run_and_kill(path: str, how: str) -> list[str]:
     return ids
 
 
+@pytest.mark.slow
+def test_another_kernel_reads_every_event_whose_add_event_returned(tmp_path):
+    path = str(tmp_path / "seen.duckdb")
+    with Memory(path, embedder="hash", shared=True) as reader:
+        child = spawn(STREAM, path, "keep")  # journals 20 events and waits, alive
+        try:
+            returned = [expect(child, "id") for _ in range(20)]
+            expect(child, "written")
+            assert Path(journal.folder_of(path)).exists()
+            # nothing was written to the file by the child, yet this read sees them all
+            assert list(reader.recent("s", 50)["id"]) == returned[::-1]
+            assert reader.flush(timeout=HANG)  # drained here: embedded here
+            assert reader.search("journalled 7", limit=1)["content"].iloc[0] == "journalled 7"
+        finally:
+            child.stdin.write("\n")
+            child.stdin.flush()
+            assert child.wait(timeout=HANG) == 0
+        assert len(reader.events()) == 20  # the child's close wrote nothing twice
+
+
 def _stored_ids(mem: Memory) -> list[str]:
     return [row[0] for row in mem.store.fetchall("SELECT id FROM events ORDER BY seq")]
 
