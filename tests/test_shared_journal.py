@@ -169,3 +169,34 @@ def test_an_empty_journal_of_a_process_gone_is_swept_at_open(tmp_path):
     with Memory(path, embedder="hash", shared=True):
         assert [p.name.split("-")[0] for p in folder.iterdir()] == [str(os.getpid())]
     assert not folder.exists()
+
+
+HOLD = """
+import sys
+from nbmemory import Memory
+mem = Memory(sys.argv[1], embedder="hash", shared=True, background_consolidation=False)
+with mem.store.locked():  # this kernel's turn, kept until told
+    print("holding", flush=True)
+    sys.stdin.readline()
+mem.close()
+"""
+
+
+@pytest.mark.slow
+def test_an_add_event_whose_turn_does_not_come_returns_its_stored_event(tmp_path, monkeypatch):
+    """Due to write the journal out, add_event waits for a turn; if none comes it still
+    returns (the row is durable in the journal): raising would invite a duplicate retry."""
+    monkeypatch.setenv("NBMEMORY_LOCK_TIMEOUT", "0.3")
+    monkeypatch.setattr(journal, "BATCH", 1)  # every add_event is due
+    path = str(tmp_path / "busy.duckdb")
+    with Memory(path, embedder="hash", shared=True, background_consolidation=False) as mem:
+        holder = spawn(HOLD, path)
+        try:
+            expect(holder, "holding")
+            event = mem.add_event("s", "user", "waits in the journal")
+        finally:
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+            assert holder.wait(timeout=HANG) == 0, holder.stderr.read()
+        assert mem.get_event(event.id).content == "waits in the journal"
+        assert len(mem.events()) == 1

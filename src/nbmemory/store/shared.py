@@ -360,8 +360,11 @@ class SharedStore(Store):
                     count += found
         assert self.journal is not None
         if self.journal.append(row, count):  # due: this call takes a turn and writes them
-            with self._lock:
-                self._drain(force=True)
+            try:
+                with self._lock:
+                    self._drain(force=True)
+            except Exception:  # stored already (the journal): raising would invite a retry
+                log.info("nbmemory: the journal waits for a later turn", exc_info=True)
         return row
 
     def _drain(self, *, force: bool = False) -> None:
