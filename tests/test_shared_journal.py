@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,8 @@ import os, signal, sys
 from nbmemory import Memory
 from nbmemory.store import journal
 path, how = sys.argv[1], sys.argv[2]
-journal.BATCH, journal.LINGER = 10**9, 10**9  # add_event never writes the journal out
+if how != "idle":  # add_event never writes the journal out, nor does the idle writer
+    journal.BATCH, journal.LINGER = 10**9, 10**9
 if how == "cut":
     def killed(fd, size):
         os.kill(os.getpid(), signal.SIGKILL)  # the rows are committed, the journal full
@@ -200,3 +202,43 @@ def test_an_add_event_whose_turn_does_not_come_returns_its_stored_event(tmp_path
             assert holder.wait(timeout=HANG) == 0, holder.stderr.read()
         assert mem.get_event(event.id).content == "waits in the journal"
         assert len(mem.events()) == 1
+
+
+def _until_written(path: str) -> None:
+    """Poll (a condition, not a pause) until no journal beside ``path`` holds a row."""
+    deadline = time.monotonic() + HANG
+    folder = Path(journal.folder_of(path))
+    while any(p.stat().st_size for p in folder.iterdir()):
+        assert time.monotonic() < deadline, "the idle journal was never written out"
+        time.sleep(0.02)
+
+
+def test_a_kernel_that_stops_writing_leaves_nothing_in_its_journal(tmp_path):
+    path = str(tmp_path / "idle.duckdb")
+    with Memory(path, embedder="hash", shared=True, background_consolidation=False) as mem:
+        assert mem.recent("s", 5).empty  # the session's window is cached, empty
+        events = [mem.add_event("s", "user", f"then quiet {i}") for i in range(3)]
+        _until_written(path)  # no further call: the idle writer wrote them
+        # the caches hear of it at the next call, on this thread
+        assert list(mem.recent("s", 5)["id"]) == [e.id for e in reversed(events)]
+        assert mem.flush(timeout=HANG)
+        assert mem.search("then quiet 1", limit=1)["content"].iloc[0] == "then quiet 1"
+        audited = [i for ids in mem.audit_log(action="add")["target_ids"] for i in ids]
+        assert sorted(audited) == sorted(e.id for e in events)
+
+
+@pytest.mark.slow
+def test_a_read_only_kernel_sees_what_an_idle_kernel_journalled(tmp_path):
+    path = str(tmp_path / "idle-other.duckdb")
+    Memory(path, embedder="hash", shared=True).close()
+    child = spawn(STREAM, path, "idle")  # journals 20 events, then waits without a call
+    try:
+        returned = [expect(child, "id") for _ in range(20)]
+        expect(child, "written")
+        _until_written(path)
+        with Memory(path, embedder="hash", shared=True, read_only=True) as reader:
+            assert list(reader.events()["id"]) == returned
+    finally:
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.wait(timeout=HANG) == 0

@@ -11,7 +11,8 @@ process (:func:`drain`): a caller's thread taking the file first writes the
 pending rows of every journal, in one transaction, before doing its own work.
 So a read sees every event whose ``add_event`` returned, in this process or
 another.  An ``add_event`` takes a turn and writes the journal itself once it
-holds :data:`BATCH` rows or its oldest is :data:`LINGER` seconds old; ``flush()``
+holds :data:`BATCH` rows or its oldest is :data:`LINGER` seconds old, a thread
+of the store writes it :data:`LINGER` seconds after the last one, ``flush()``
 and ``close()`` write the rest; an open without shared mode writes what killed
 shared processes left (:func:`replay`).
 
@@ -152,7 +153,7 @@ class Journal:
         self.lock = threading.Lock()
         #: Rows appended and not yet drained by this process (others may drain them).
         self.pending = 0
-        self._since = time.monotonic()
+        self._since = self.last_append = time.monotonic()
         self.closed = False
 
     def append(self, row: dict[str, Any], redacted: int) -> bool:
@@ -169,11 +170,20 @@ class Journal:
                 size = os.fstat(self.fd).st_size
             finally:
                 _unlock(self.fd)
-            now = time.monotonic()
+            now = self.last_append = time.monotonic()
             if size == len(line):  # it was empty: drained (maybe by another process)
                 self.pending, self._since = 0, now
             self.pending += 1
             return self.pending >= BATCH or now - self._since >= LINGER
+
+    def idle_rows(self) -> bool:
+        """Whether rows wait in the journal and none was appended for :data:`LINGER` s."""
+        if self.closed or time.monotonic() - self.last_append < LINGER:
+            return False
+        try:
+            return os.fstat(self.fd).st_size > 0
+        except OSError:
+            return False
 
     def close(self) -> None:
         """Stop appending; the file is removed when nothing is left in it."""
