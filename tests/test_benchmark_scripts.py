@@ -212,3 +212,20 @@ def test_long_memories_benchmark_runs_quick(model_path: str) -> None:
     # the five tail facts, each planted once among the 20 messages, are found by their
     # passages, both ways
     assert "| tail facts found in the top 3 | 5/5 vector, 5/5 default |" in out
+
+
+def test_shared_rate_benchmark_runs_quick_and_loses_nothing() -> None:
+    """benchmarks/bench_shared_rate.py --quick: two shared writers and a reader beside the
+    exclusive floor; every returned id is stored (rates are printed, not asserted)."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_shared_rate.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| exclusive writer (floor) |" in out and "| shared writer2 |" in out
+    assert "| shared reader |" in out
+    assert "lost 0 (goal 0)" in out

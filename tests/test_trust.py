@@ -253,14 +253,17 @@ def test_a_call_that_cannot_get_its_turn_stores_nothing(store_path, monkeypatch)
         holder = _holding(store_path)
         try:
             with pytest.raises(StoreLocked):
-                mem.add_event("s", "user", "while the other kernel holds the file")
+                mem.add_events([{"session_id": "s", "role": "user", "content": "refused"}])
+            # add_event takes no turn: its row waits in the journal for the next one
+            journalled = mem.add_event("s", "user", "while the other kernel holds the file")
         finally:
             _release(holder)
         second = mem.add_event("s", "user", "after its turn")
         assert mem.flush(timeout=HANG)
-        assert mem.events()["id"].tolist() == [first.id, second.id]
+        stored = [first.id, journalled.id, second.id]
+        assert mem.events()["id"].tolist() == stored
         audited = [i for ids in mem.audit_log(action="add")["target_ids"] for i in ids]
-        assert sorted(audited) == sorted([first.id, second.id])  # one audit row per event
+        assert sorted(audited) == sorted(stored)  # each event audited once
 
 
 # -- 6. the embedding worker retries a busy file and flush says so --------------------------
@@ -270,7 +273,9 @@ def test_the_worker_retries_when_the_file_is_busy_and_flush_waits(store_path, mo
     monkeypatch.setenv("NBMEMORY_LOCK_TIMEOUT", "0.2")
     embedder = GatedEmbedder()
     with Memory(store_path, embedder=embedder, shared=True, background_consolidation=False) as mem:
-        event = mem.add_event("s", "user", "embedded once the file is free")
+        (event_id,) = mem.add_events(
+            [{"session_id": "s", "role": "user", "content": "embedded once the file is free"}]
+        )
         embedder.entered.wait(HANG)
         holder = _holding(store_path)
         try:
@@ -283,7 +288,7 @@ def test_the_worker_retries_when_the_file_is_busy_and_flush_waits(store_path, mo
         finally:
             _release(holder)
         assert mem.flush(timeout=HANG) is True
-        stored = mem.store.fetchone("SELECT embedding FROM event_vectors WHERE id = ?", [event.id])
+        stored = mem.store.fetchone("SELECT embedding FROM event_vectors WHERE id = ?", [event_id])
         assert stored is not None
 
 

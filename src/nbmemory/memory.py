@@ -460,7 +460,8 @@ class Memory(AstreusNames, OlderNames):
         return f"<Memory {self.store.path!r} namespace={self.namespace!r} model={self.model_name!r} {state}>"
 
     # -- the event log, search and context ------------------------------------------------
-    add_event = delegate("_events", EventLog.add_event)
+    # no turn held for it: in shared mode it appends to the journal (store/journal.py)
+    add_event = delegate("_events", EventLog.add_event, one_turn=False)
     add_events = delegate("_events", EventLog.add_events)
     get = delegate("_events", EventLog.get)
     update = delegate("_events", EventLog.update)
@@ -469,7 +470,14 @@ class Memory(AstreusNames, OlderNames):
     recent = delegate("_events", EventLog.recent)
     search = delegate("_retriever", Retriever.search)
     get_context = delegate("_contexts", SessionContexts.get_context)
-    flush = delegate("_embeddings", Embeddings.flush, one_turn=False)
+    _flush_vectors = delegate("_embeddings", Embeddings.flush, one_turn=False)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        # shared mode: the rows add_event journalled are written (and queued) first
+        self._gate.run(self._core.store.refresh, one_turn=False)
+        return self._flush_vectors(timeout)
+
+    flush.__doc__ = Embeddings.flush.__doc__
 
     def status(self) -> dict[str, Any]:
         """Path, model, counts per namespace/session/kind, the embedding backlog, and

@@ -30,6 +30,8 @@ class EventLog:
 
     def __init__(self, core: Core) -> None:
         self.core = core
+        #: Shared mode: add_event appends to a journal written at the next turn (group commit).
+        self._journal = core.store.journal_for(core.writer)
 
     def add_event(
         self,
@@ -75,6 +77,8 @@ class EventLog:
             graph_id=graph_id,
             task_id=task_id,
         )
+        if self._journal is not None:
+            return Event.from_record(self._journal(row))
         (record,) = self.core.writer.add_events([row])
         return Event.from_record(record)
 

@@ -36,7 +36,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import StoreError
-from . import files, migrations, openers, peers
+from . import files, journal, migrations, openers, peers
 from .archive import EventArchive
 from .audit import AuditTable, MetaTable
 from .catalog import Catalog
@@ -273,6 +273,14 @@ class Store(PlainSQL):
     def turn(self) -> contextlib.AbstractContextManager[Any]:
         """Hold the file for a whole call (shared mode); a no-op for a store this process owns."""
         return contextlib.nullcontext()
+
+    def journal_for(self, writer: Any) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+        """Where ``add_event`` appends its built row instead of a transaction (shared
+        mode's journal, :mod:`.journal`), returning the stored record; None: nowhere.
+        Here, rows a killed shared process journalled are written first."""
+        if self.on_disk and not self.read_only and journal.SUPPORTED:
+            journal.replay(self, writer)
+        return None
 
     def refresh(self) -> None:
         """Notice writes the caches did not follow: here, those of another store this

@@ -20,32 +20,44 @@ only while a store operation runs:
   changed since this process last closed it (another process wrote), the store
   announces an unknown change, so the in-memory indexes rebuild and the
   per-session working memory is dropped.
+* ``add_event`` takes no turn: it appends its row to this process's journal
+  (fsync'd) and returns; the next turn of any process on the file writes every
+  journal's rows in one transaction first (group commit, :mod:`.journal`), so a
+  read sees every event whose ``add_event`` returned, and ``close()`` and
+  ``flush()`` write what is left.  An ``add_event`` writes the journal itself
+  once it holds 64 rows or its oldest is 0.25 s old, and a thread writes it
+  0.25 s after the last one (its caches hear of it at the next call).
 
-Costs, measured on this machine (2 cores, duckdb 2.0): every store operation
-opens and closes the file, ~20-30 ms, so ``add_event`` (insert, audit row,
-session touch) costs tens of ms instead of well under one; a search after
+Costs, measured on this machine (2 cores, duckdb 2.0): every turn opens and
+closes the file, ~15-20 ms; ``add_event`` costs an fsync'd append (well under a
+ms) plus its share of a turn every 64 rows (``benchmarks/bench_shared_rate.py``:
+hundreds per second per writer with two writers and a reader); a search after
 another process wrote rebuilds the in-memory index from the table.  Use it for
 a few kernels sharing a project's memory, not for bulk loads (use the default
-mode, or ``add_events`` which is one lease per call).
+mode, or ``add_events`` which is one turn per call).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
 
 from ..errors import StoreError, StoreLocked
-from . import openers
+from . import journal, openers
 from .changes import Change
 from .connection import Store
 from .files import check_store_path
 from .turns import FairLock, Timeout
+
+log = logging.getLogger(__name__)
 
 #: Environment variable: seconds a shared store waits for its turn (default 30).
 ENV_LOCK_TIMEOUT = "NBMEMORY_LOCK_TIMEOUT"
@@ -101,11 +113,14 @@ class _Lease:
         self.count = 0
         self._cond = threading.Condition(threading.Lock())
 
-    def __enter__(self) -> None:
+    def enter(self) -> bool:
+        """Take a reference; whether this opened the file (the first one)."""
         with self._cond:
-            if self.count == 0:
+            opened = self.count == 0
+            if opened:
                 self.store._open_for_lease()
             self.count += 1
+            return opened
 
     def __exit__(self, *exc: Any) -> None:
         with self._cond:
@@ -118,34 +133,56 @@ class _LeaseLock:
     """The store's ``_lock`` in shared mode: the usual RLock that also holds a lease.
 
     Transactions and callers taking ``store._lock`` for a multi-statement operation
-    then keep the file open for all of it.
+    then keep the file open for all of it.  A caller's thread taking it (not from
+    inside its own hold) first writes the rows pending in the journals
+    (:mod:`.journal`), whether it opened the file or joined a lease the embedding
+    worker opened: what it reads then holds every event whose ``add_event`` returned.
     """
 
     def __init__(self, lease: _Lease) -> None:
         self._rlock = threading.RLock()
         self._lease = lease
+        self._depth = threading.local()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if not self._rlock.acquire(blocking, timeout):
             return False
         try:
-            self._lease.__enter__()
+            self._lease.enter()
         except BaseException:
             self._rlock.release()
             raise
+        depth = self._depth.n = getattr(self._depth, "n", 0) + 1
+        if depth == 1:
+            try:
+                self._lease.store._catch_up()
+                self._lease.store._drain()
+            except BaseException:
+                self.release()
+                raise
         return True
 
     def release(self) -> None:
+        self._depth.n -= 1
         try:
             self._lease.__exit__(None, None, None)
         finally:
             self._rlock.release()
+
+    def held_here(self) -> bool:
+        """Whether the current thread holds the lock (its outermost taking drained)."""
+        return getattr(self._depth, "n", 0) > 0
 
     def __enter__(self) -> bool:
         return self.acquire()
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
+
+
+def _caller_thread() -> bool:
+    """Whether this thread is a caller's, not one of nbmemory's (all named ``nbmemory-``)."""
+    return not threading.current_thread().name.startswith("nbmemory-")
 
 
 class SharedStore(Store):
@@ -173,6 +210,17 @@ class SharedStore(Store):
         self._stamp: Stamp | None = None
         self._stamp_lock = threading.Lock()
         self._sidecar = FairLock(path + ".nbmemory-lock")
+        #: This process's journal (created by :meth:`journal_for`) and who writes it out.
+        self.journal: journal.Journal | None = None
+        self._journal_folder = journal.folder_of(path)
+        self._journal_lock = threading.Lock()
+        self._writer: Any = None
+        self._draining = threading.local()
+        #: The idle writer (:meth:`_write_when_idle`) and the changes it left untold.
+        self._idle_writer: threading.Thread | None = None
+        self._stop_idle = threading.Event()
+        self._deferring = threading.local()
+        self._deferred: list[Change] = []
         self._lease = _Lease(self)
         self._is_closed = False
         check_store_path(path, read_only=read_only)  # before creating the sidecar beside it
@@ -274,12 +322,138 @@ class SharedStore(Store):
         return self._lock
 
     def refresh(self) -> None:
-        """Notice whether another process wrote the file since this one last held it."""
+        """Notice whether another process wrote the file since this one last held it,
+        after writing the rows pending in the journals (a read sees every event whose
+        ``add_event`` returned)."""
+        lock = self._lock
+        if (
+            isinstance(lock, _LeaseLock)
+            and not lock.held_here()  # else its taking drained already
+            and self._writer is not None
+            and _caller_thread()
+            and (self._deferred or journal.any_pending(self._journal_folder, self.journal))
+        ):
+            with lock:  # taking it drains
+                pass
         self.note_external_change()
 
-    # -- lifecycle -----------------------------------------------------------------------
+    # -- the journal (group commit) -------------------------------------------------------
+    def journal_for(self, writer: Any) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+        """Where ``add_event`` puts its row: this process's journal (:mod:`.journal`),
+        written to the file at the next turn; ``writer`` writes the journalled rows."""
+        if self.read_only or not journal.SUPPORTED:
+            return None
+        with self._journal_lock:
+            self._writer = writer
+            if self.journal is None:
+                journal.sweep(self._journal_folder)
+                self.journal = journal.Journal(self.path)
+                self._idle_writer = threading.Thread(
+                    target=self._write_when_idle, name="nbmemory-journal", daemon=True
+                )
+                self._idle_writer.start()
+        if journal.any_pending(self._journal_folder, None):  # left by a killed process
+            with self._lock:
+                self._drain(force=True)
+        return self._journal_add
+
+    def _journal_add(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Append one built row (redacted first) to the journal; returns the stored record."""
+        if self._is_closed:
+            raise StoreError("this store is closed; open a new Memory(path)")
+        redactor, count = self.redactor, 0
+        if redactor is not None:
+            row = dict(row)
+            for name in self.events.table.user_text:
+                value = row.get(name)
+                if isinstance(value, str):
+                    row[name], found = redactor(value)
+                    count += found
+        assert self.journal is not None
+        if self.journal.append(row, count):  # due: this call takes a turn and writes them
+            try:
+                with self._lock:
+                    self._drain(force=True)
+            except Exception:  # stored already (the journal): raising would invite a retry
+                log.info("nbmemory: the journal waits for a later turn", exc_info=True)
+        return row
+
+    def _drain(self, *, force: bool = False) -> None:
+        """Write the rows pending in every journal, in one transaction (under a lease).
+
+        Only a caller's thread drains, not nbmemory's own background threads (the
+        embedding worker, consolidation, prefetch): the commit announces the rows to
+        the caches, whose locks a background thread must not wait for while the
+        caller's thread, holding one of them, waits for the file.
+        """
+        if (
+            not (force or _caller_thread())
+            or self._writer is None
+            or self.read_only
+            or self.in_transaction
+            or getattr(self._draining, "on", False)
+            or not journal.any_pending(self._journal_folder, self.journal)
+        ):
+            return
+        self._draining.on = True
+        try:
+            journal.drain(
+                self._journal_folder,
+                self.journal,
+                lambda entries: journal.write_rows(self, self._writer, entries),
+            )
+        finally:
+            self._draining.on = False
+
+    def _write_when_idle(self) -> None:
+        """Write this process's journal out once no ``add_event`` came for a while (a
+        kernel that stops writing leaves nothing waiting).  What the commit changed
+        is told to the caches at this process's next call (:meth:`_catch_up`), on the
+        caller's thread: this thread must not wait for a cache's lock."""
+        own = self.journal
+        assert own is not None
+        while not self._stop_idle.wait(journal.LINGER):
+            if not own.idle_rows():
+                continue
+            self._deferring.on = True
+            try:
+                with self._lock:
+                    self._drain(force=True)
+            except Exception:  # the rows stay in the journal: a later turn writes them
+                log.info("nbmemory: the journal waits for a later turn", exc_info=True)
+            finally:
+                self._deferring.on = False
+
+    def _announce(self, change: Change) -> None:
+        if getattr(self._deferring, "on", False):
+            with self._stamp_lock:
+                self._deferred.append(change)
+            return
+        super()._announce(change)
+
+    def _catch_up(self) -> None:
+        """Tell the caches what the idle writer committed (on a caller's thread)."""
+        if not self._deferred or not _caller_thread():
+            return
+        with self._stamp_lock:
+            changes, self._deferred = self._deferred, []
+        for change in changes:
+            super()._announce(change)
+
     def close(self) -> None:
-        """Close for good (idempotent): later operations raise StoreError."""
+        """Write what the journals hold, then close for good (idempotent): later
+        operations raise StoreError."""
+        own = self.journal
+        self._stop_idle.set()
+        if self._idle_writer is not None and self._idle_writer is not threading.current_thread():
+            self._idle_writer.join(timeout=self.lock_timeout + 5)
+        if own is not None and not self._is_closed:
+            try:
+                with self._lock:
+                    self._drain(force=True)
+            except Exception:  # kept in the journal: the next turn of any process writes it
+                log.warning("nbmemory: writing the journal at close failed", exc_info=True)
+            own.close()
         with self._lease._cond:
             self._is_closed = True
             if self.con is not None and self._lease.count == 0:
