@@ -212,3 +212,20 @@ def test_long_memories_benchmark_runs_quick(model_path: str) -> None:
     # the five tail facts, each planted once among the 20 messages, are found by their
     # passages, both ways
     assert "| tail facts found in the top 3 | 5/5 vector, 5/5 default |" in out
+
+
+def test_cold_first_search_quick_prints_the_goal_table() -> None:
+    """benchmarks/cold_first_search.py --quick: 20k rows, a new process per first search."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "cold_first_search.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| new process | open s | open + first search s |" in out
+    assert "20000 memories:" in out and "embedded 20000" in out
+    rows = [line for line in out.splitlines() if line.startswith("| search(mode=")]
+    assert len(rows) == 2
