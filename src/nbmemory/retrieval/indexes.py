@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,10 +163,10 @@ class Indexes:
             seq,
         )
         self._standing.pop(KEYWORDS, None)
-        if cache is not None and not self.store.in_transaction:
-            files = cache.save_keywords(index.to_arrays(), table.column("h").to_numpy())
-            if files is not None:
-                self._standing[KEYWORDS] = Standing(len(table), files, last_key(created, seq))
+        if cache is not None and not self.store.in_transaction and len(table) >= cache.min_rows:
+            arrays, hashes = index.to_arrays(), table.column("h").to_numpy()
+            standing = (len(table), last_key(created, seq))
+            self._in_background(KEYWORDS, lambda: cache.save_keywords(arrays, hashes), standing)
 
     def _load_keywords(self, index: KeywordIndex, cache: IndexCache) -> bool:
         state = self._store_state(cache)  # before anything is read
@@ -237,17 +238,30 @@ class Indexes:
         (and the next process finds its hash changed).  The copy is written to a
         temporary name and renamed, so a process killed mid-save leaves no copy that
         could be read."""
-        cache, changes = self.cache, self._changes
+        cache = self.cache
         assert cache is not None
+        self._in_background(
+            key, lambda: cache.save_vectors(model, *state, hashes), (len(state[0]), None)
+        )
+
+    def _in_background(
+        self,
+        key: str,
+        write: Callable[[], dict[str, FileState | None] | None],
+        standing: tuple[int, tuple[int, int] | None],
+    ) -> None:
+        """Run ``write`` (a save of ``key``'s copy) in a thread; the copy stands when
+        written and nothing changed meanwhile."""
+        changes = self._changes
 
         def save() -> None:
             try:
-                files = cache.save_vectors(model, *state, hashes)
+                files = write()
             except Exception as exc:  # pragma: no cover - a save is only an optimisation
-                log.info("could not save the vector index of %s: %s", model, exc)
+                log.info("could not save the index %s: %s", key, exc)
                 return
             if files is not None and self._changes == changes:
-                self._standing[key] = Standing(len(state[0]), files)
+                self._standing[key] = Standing(standing[0], files, standing[1])
 
         self._saves = [thread for thread in self._saves if thread.is_alive()]
         thread = threading.Thread(target=save, name="nbmemory-index-save", daemon=True)
