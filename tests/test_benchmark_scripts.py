@@ -229,3 +229,20 @@ def test_shared_rate_benchmark_runs_quick_and_loses_nothing() -> None:
     assert "| exclusive writer (floor) |" in out and "| shared writer2 |" in out
     assert "| shared reader |" in out
     assert "lost 0 (goal 0)" in out
+
+
+def test_cold_first_search_quick_prints_the_goal_table() -> None:
+    """benchmarks/cold_first_search.py --quick: 20k rows, a new process per first search."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "cold_first_search.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| new process | open s | open + first search s |" in out
+    assert "20000 memories:" in out and "embedded 20000" in out
+    rows = [line for line in out.splitlines() if line.startswith("| search(mode=")]
+    assert len(rows) == 2

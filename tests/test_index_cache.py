@@ -668,3 +668,34 @@ def test_a_foreign_write_before_a_vector_mode_session_is_not_carried_past_it(che
     with open_mem(checked) as mem:
         assert mem.search("poodle", mode="keyword")["id"].tolist() == [target]
         assert counts(mem)["keyword loads"] == 0 and counts(mem)["keyword rebuilds"] == 1
+
+
+def test_a_first_search_returns_while_its_vector_copy_is_still_being_saved(store_path, monkeypatch):
+    """The reader that builds the vector index saves its copy off the query path: the
+    search answers while the save is held back, and the copy written afterwards is
+    loaded by the next open with the same answers."""
+    import threading
+
+    with open_mem(store_path) as mem:
+        fill(mem, 200)
+    release = threading.Event()
+    saving = IndexCache.save_vectors
+
+    def held_save(self, *args, **kwargs):
+        assert release.wait(30), "the search waited for the save"
+        return saving(self, *args, **kwargs)
+
+    monkeypatch.setattr(IndexCache, "save_vectors", held_save)
+    mem = open_mem(store_path)
+    try:
+        first = list(mem.search("boat lake", mode="vector", limit=5)["id"])
+        assert not release.is_set() and first
+        release.set()
+        mem.indexes.wait_for_saves()
+        assert mem.indexes.cache is not None and mem.indexes.cache.saves == 1
+    finally:
+        mem.close()
+    monkeypatch.setattr(IndexCache, "save_vectors", saving)
+    with open_mem(store_path) as again:
+        assert list(again.search("boat lake", mode="vector", limit=5)["id"]) == first
+        assert again.indexes.vectors(again.model_name).rebuilds == 0

@@ -232,8 +232,8 @@ class IndexCache:
                     },
                 )
                 start_of_data = out.tell()
-                for start in range(0, len(ids), 65536):
-                    out.write(np.ascontiguousarray(matrix[start : start + 65536]).tobytes())
+                for start in range(0, len(ids), 8192):  # 12 MB at a time, not a copy
+                    out.write(np.ascontiguousarray(matrix[start : start + 8192]).data)
                 # the headroom: a sparse run of zeros
                 out.truncate(start_of_data + capacity * int(matrix.shape[1]) * 4)
         except OSError as exc:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +106,11 @@ class Indexes:
         self._warned: set[str] = set()  # models whose size was warned about
         #: "keywords" or "vectors/<model>" -> what that index holds of its saved copy.
         self._standing: dict[str, Standing] = {}
+        #: Counts every change followed, so a save finished in the background stands
+        #: only when nothing changed while it was written.
+        self._changes = 0
+        #: Saves of a freshly built index running off the query path.
+        self._saves: list[threading.Thread] = []
         #: The record of the last check as it held when the store was opened, while
         #: nothing an index holds has changed since (None: it did, or there was none):
         #: a clean close carries over what it says of the indexes this process left
@@ -156,10 +163,10 @@ class Indexes:
             seq,
         )
         self._standing.pop(KEYWORDS, None)
-        if cache is not None and not self.store.in_transaction:
-            files = cache.save_keywords(index.to_arrays(), table.column("h").to_numpy())
-            if files is not None:
-                self._standing[KEYWORDS] = Standing(len(table), files, last_key(created, seq))
+        if cache is not None and not self.store.in_transaction and len(table) >= cache.min_rows:
+            arrays, hashes = index.to_arrays(), table.column("h").to_numpy()
+            standing = (len(table), last_key(created, seq))
+            self._in_background(KEYWORDS, lambda: cache.save_keywords(arrays, hashes), standing)
 
     def _load_keywords(self, index: KeywordIndex, cache: IndexCache) -> bool:
         state = self._store_state(cache)  # before anything is read
@@ -214,9 +221,57 @@ class Indexes:
             ids, hashes, _ = self.store.vectors.hashes(index.model, index.dim)
             state = index.state()
             if ids.to_pylist() == state[0]:  # the table's order: what the next process compares
-                files = cache.save_vectors(index.model, *state, hashes)
-                if files is not None:
-                    self._standing[key] = Standing(len(state[0]), files)
+                self._save_in_background(key, index.model, state, hashes)
+
+    def _save_in_background(
+        self,
+        key: str,
+        model: str,
+        state: tuple[list[str], list[str], np.ndarray, np.ndarray],
+        hashes: np.ndarray,
+    ) -> None:
+        """Write the saved copy of a freshly built vector index off the query path.
+
+        The matrix given is the index's own (a view, not a copy): a later grow or
+        compaction replaces the index's matrix, leaving this one intact; a vector
+        replaced in place is a followed change, after which the copy does not stand
+        (and the next process finds its hash changed).  The copy is written to a
+        temporary name and renamed, so a process killed mid-save leaves no copy that
+        could be read."""
+        cache = self.cache
+        assert cache is not None
+        self._in_background(
+            key, lambda: cache.save_vectors(model, *state, hashes), (len(state[0]), None)
+        )
+
+    def _in_background(
+        self,
+        key: str,
+        write: Callable[[], dict[str, FileState | None] | None],
+        standing: tuple[int, tuple[int, int] | None],
+    ) -> None:
+        """Run ``write`` (a save of ``key``'s copy) in a thread; the copy stands when
+        written and nothing changed meanwhile."""
+        changes = self._changes
+
+        def save() -> None:
+            try:
+                files = write()
+            except Exception as exc:  # pragma: no cover - a save is only an optimisation
+                log.info("could not save the index %s: %s", key, exc)
+                return
+            if files is not None and self._changes == changes:
+                self._standing[key] = Standing(standing[0], files, standing[1])
+
+        self._saves = [thread for thread in self._saves if thread.is_alive()]
+        thread = threading.Thread(target=save, name="nbmemory-index-save", daemon=True)
+        self._saves.append(thread)
+        thread.start()
+
+    def wait_for_saves(self, timeout: float | None = None) -> None:
+        """Wait for the saves running in the background (tests; a clean close)."""
+        for thread in list(self._saves):
+            thread.join(timeout)
 
     def _load_vectors(self, index: VectorIndex, cache: IndexCache) -> bool:
         state = self._store_state(cache)  # before anything is read
@@ -320,6 +375,7 @@ class Indexes:
     # -- following the store ---------------------------------------------------------
     def follow(self, change: Change) -> None:
         """Apply one committed change (the store calls this under its lock)."""
+        self._changes += 1
         held = (change.added, change.retexted, change.deleted, change.vectors, change.unvectored)
         if change.unknown or any(held):
             self._record_at_open = None  # what an unloaded index holds may have changed
@@ -327,6 +383,7 @@ class Indexes:
             self.invalidate()
             return
         if self.cache is not None and (change.deleted or change.retexted or change.unvectored):
+            self.wait_for_saves()  # a copy being written may hold what is forgotten
             self.cache.discard()  # the saved copies may hold what was just forgotten
             self._standing.clear()
         self._follow_vectors(change)
@@ -399,6 +456,7 @@ class Indexes:
 
     def clear(self) -> None:
         """Drop what the indexes hold (the store closed)."""
+        self.wait_for_saves()
         self._vectors.clear()
         self._keywords = KeywordIndex()
         self._standing.clear()
@@ -413,6 +471,7 @@ class Indexes:
         writer may write after this close (a shared store, another ``Memory`` open on
         the file in this process)."""
         store = self.store
+        self.wait_for_saves()  # at most one save of a just-built index: under 1.5 s at 200k
         if self.cache is None or not store.sole_writer() or store.in_transaction:
             return None
         files: dict[str, FileState | None] = {}
