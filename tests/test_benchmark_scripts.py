@@ -212,3 +212,21 @@ def test_long_memories_benchmark_runs_quick(model_path: str) -> None:
     # the five tail facts, each planted once among the 20 messages, are found by their
     # passages, both ways
     assert "| tail facts found in the top 3 | 5/5 vector, 5/5 default |" in out
+
+
+def test_large_stores_benchmark_runs_quick() -> None:
+    """benchmarks/large_stores.py --quick: 20k rows with the free embedder, every row
+    stored and embedded (the script checks), the floor and each stage printed."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "large_stores.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| DuckDB floor: INSERT INTO t SELECT * FROM df |" in out
+    assert "| add_events + flush() |" in out and "| close() |" in out
+    assert "| build_rows |" in out and "| vectors write (worker) |" in out
+    assert "ingest: " in out
