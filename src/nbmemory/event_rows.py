@@ -28,6 +28,7 @@ import pandas as pd
 
 from .config import Settings
 from .errors import InvalidInput
+from .event_columns import frame_rows
 from .importance import estimate_importance
 from .validation import (
     JsonLimits,
@@ -400,10 +401,20 @@ def build_rows(
 ) -> list[dict[str, Any]]:
     """Validate the rows of ``add_events``: one bad row refuses them all, naming it.
 
-    The rows are checked a column at a time (:func:`_build_batch`); when that finds
+    A DataFrame is built a column at a time (:func:`~nbmemory.event_columns.frame_rows`);
+    other rows are checked a column at a time (:func:`_build_batch`); when that finds
     anything it cannot vouch for, every row goes through :func:`build_row` instead,
     so a refusal names the same row with the same message either way.
     """
+    if isinstance(rows, pd.DataFrame):
+        try:
+            fast = frame_rows(
+                settings, rows, namespace=namespace, session_id=session_id, new_ids=new_ids
+            )
+        except (TypeError, ValueError, LookupError, OverflowError, InvalidInput):
+            fast = None  # the rows one by one say which is wrong
+        if fast is not None:
+            return fast
     raws: list[dict[str, Any]] = []
     try:
         for raw in iter_input_rows(rows):

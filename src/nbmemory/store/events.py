@@ -372,7 +372,7 @@ class EventsTable(TableObject):
                 "events", values, returning=("id", "seq"), placeholders=_EPOCH_US
             )
         else:
-            data = EVENTS.to_arrow(safe)
+            data = _arrow(rows, safe)
             if embedded:
                 data = mark_embedded(data, embedded)
             returned = self.store.statements.insert_arrow("events", data, returning=("id", "seq"))
@@ -485,6 +485,29 @@ class EventsTable(TableObject):
         if marked:
             self.store.changed(Change(updated=marked))
         return marked
+
+
+def _arrow(rows: Sequence[dict[str, Any]], safe: Sequence[dict[str, Any]]) -> pa.Table:
+    """``safe`` as an Arrow table of ``events``: from the columns built rows carry
+    (:class:`~nbmemory.event_columns.BuiltRows`), with redacted cells replaced, or
+    else a row at a time."""
+    columns = getattr(rows, "columns", None)
+    if columns is None:
+        return EVENTS.to_arrow(safe)
+    changed = [i for i, (a, b) in enumerate(zip(rows, safe, strict=True)) if a is not b]
+    count = len(safe)
+    arrays = []
+    for column in EVENTS.columns:
+        values = columns.get(column.name)
+        if values is None:
+            arrays.append(pa.nulls(count, column.type))
+            continue
+        if changed and column.name in EVENTS.user_text:
+            values = list(values)
+            for i in changed:
+                values[i] = safe[i][column.name]
+        arrays.append(pa.array(values, column.type))
+    return pa.Table.from_arrays(arrays, schema=EVENTS.arrow_schema)
 
 
 def _escape_like(text: str) -> str:
