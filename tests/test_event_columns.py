@@ -194,3 +194,24 @@ def test_bad_frames_are_refused_in_one_line_and_nothing_is_stored(
         mem.add_events(frame)
     assert "\n" not in str(caught.value)
     assert mem.status()["events"] == 0
+
+
+def test_the_built_rows_have_the_columns_of_events() -> None:
+    from nbmemory.event_columns import ROW_KEYS
+    from nbmemory.store.schema import EVENTS
+
+    assert EVENTS.names == ROW_KEYS
+
+
+def test_a_secret_in_a_frame_is_redacted_in_the_stored_row_and_counted(mem) -> None:
+    frame = pd.DataFrame(
+        {"session_id": ["a"] * 3, "role": ["user"] * 3, "content": ["hi", SECRET, "bye"]}
+    )
+    before = frame["content"].tolist()
+    ids = mem.add_events(frame)
+    assert frame["content"].tolist() == before  # the caller's frame is left alone
+    stored = mem.get(ids[1]).content
+    assert "hunter2" not in stored and "[REDACTED]" in stored
+    assert mem.get(ids[0]).content == "hi"
+    details = mem.audit_log()["details"].tolist()
+    assert any('"redacted": 1' in str(d) or "'redacted': 1" in str(d) for d in details)
