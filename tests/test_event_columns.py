@@ -215,3 +215,24 @@ def test_a_secret_in_a_frame_is_redacted_in_the_stored_row_and_counted(mem) -> N
     assert mem.get(ids[0]).content == "hi"
     details = mem.audit_log()["details"].tolist()
     assert any('"redacted": 1' in str(d) or "'redacted': 1" in str(d) for d in details)
+
+
+def test_the_batch_estimate_equals_the_estimate_of_each_text() -> None:
+    from nbmemory.importance import estimate_importance, estimate_importances
+
+    texts = [
+        "I'm vegetarian with a severe peanut allergy",
+        "thanks!",
+        "My sister’s birthday is on 12 March",
+        "",
+        "x " * 2500 + "I am allergic to cats",  # the speaker after the part read
+        "We moved to Berlin in 2019",
+        "İstanbul is where I live",  # lowercases to two characters
+        "what do I like?",
+        "ICH BIN's MY OWN",
+    ]
+    roles = ["user", "user", "user", "user", "user", "assistant", "user", "user", "user"]
+    expected = [estimate_importance(t, r) for t, r in zip(texts, roles, strict=True)]
+    assert estimate_importances(texts, roles) == expected
+    assert estimate_importances(texts[:6], roles[:6]) == expected[:6]
+    assert any(value > 0 for value in expected)

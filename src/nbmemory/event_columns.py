@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .config import Settings
-from .importance import estimate_importance
+from .importance import estimate_importances
 from .validation import check_name, check_text, dump_metadata, is_missing, to_utc, utcnow
 
 #: The columns of a frame :func:`frame_rows` builds (others: row by row).
@@ -147,15 +147,15 @@ def _importance(
         if ((present < 0.0) | (present > 1.0)).any():
             return None
     by_role = {role: float(settings.importance_by_role.get(role, 0.5)) for role in set(roles)}
-    estimate = settings.estimate_importance
-    out: list[float] = []
-    for index, (role, text) in enumerate(zip(roles, contents, strict=True)):
-        if given is not None and not np.isnan(given[index]):
-            out.append(float(given[index]))
-            continue
-        default = by_role[role]
-        out.append(max(default, estimate_importance(text, role)) if estimate else default)
-    return out
+    defaults = [by_role[role] for role in roles]
+    if settings.estimate_importance:
+        defaults = list(map(max, defaults, estimate_importances(contents, roles)))
+    if given is None:
+        return defaults
+    return [
+        default if np.isnan(value) else float(value)
+        for default, value in zip(defaults, given.tolist(), strict=True)
+    ]
 
 
 def _created(frame: pd.DataFrame, count: int) -> list[dt.datetime] | None:

@@ -20,7 +20,9 @@ highest.  ``Settings(estimate_importance=False)`` turns it off.
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Sequence
 
 #: Turns of these roles are not read (the role default stands).
 UNSCORED_ROLES = frozenset({"assistant", "tool", "system"})
@@ -238,6 +240,34 @@ def estimate_importance(text: str, role: str) -> float:
         # non-word characters: no speaker in the whole text, none in any sentence
         return 0.0
     return max((_sentence_score(s.strip()) for s in _SENTENCES.split(text) if s), default=0.0)
+
+
+def estimate_importances(texts: Sequence[str], roles: Sequence[str]) -> list[float]:
+    """:func:`estimate_importance` of each (text, role), the texts without a speaker
+    found by one search of them all (joined by NUL, which no speaker word holds)
+    rather than one per text."""
+    scored = [i for i, (text, role) in enumerate(zip(texts, roles, strict=True))
+              if text and role not in UNSCORED_ROLES]  # fmt: skip
+    out = [0.0] * len(texts)
+    if not scored:
+        return out
+    joined = "\0".join(texts[i] for i in scored)
+    lowered = joined.lower()
+    if len(lowered) != len(joined):  # a character lowercases to two: text by text
+        for i in scored:
+            out[i] = estimate_importance(texts[i], roles[i])
+        return out
+    starts = [0] * len(scored)
+    for k in range(1, len(scored)):
+        starts[k] = starts[k - 1] + len(texts[scored[k - 1]]) + 1
+    position = 0
+    while (match := _ANY_SPEAKER.search(lowered, position)) is not None:
+        k = bisect.bisect_right(starts, match.start()) - 1
+        out[scored[k]] = estimate_importance(texts[scored[k]], roles[scored[k]])
+        if k + 1 == len(scored):
+            break
+        position = starts[k + 1]
+    return out
 
 
 def _sentence_score(sentence: str) -> float:
