@@ -39,6 +39,7 @@ from _common import machine, print_table  # noqa: E402
 import nbmemory.event_rows  # noqa: E402
 import nbmemory.log.event_log  # noqa: E402
 from nbmemory import Memory  # noqa: E402
+from nbmemory.redaction import Redactor  # noqa: E402
 from nbmemory.store import events as events_module  # noqa: E402
 from nbmemory.store import statements as statements_module  # noqa: E402
 from nbmemory.store import vectors as vectors_module  # noqa: E402
@@ -136,11 +137,13 @@ class Stages:
 def instrument() -> Stages:
     stages = Stages()
     stages.wrap(nbmemory.log.event_log, "build_rows", "build_rows")
-    stages.wrap(events_module.EventsTable, "_redact_rows", "redaction")
+    stages.wrap(Redactor, "suspects", "redaction: finding suspects")
+    stages.wrap(Redactor, "redact", "redaction: redacting")
     stages.wrap(events_module.EventsTable, "insert", "events insert (redaction included)")
     stages.wrap(statements_module.FileStatements, "insert_arrow", "insert_arrow")
     stages.wrap(nbmemory.log.event_log.EventLog, "add_events", "add_events (caller)")
     stages.wrap(vectors_module.EventVectors, "write_vectors", "vectors write (worker)")
+    stages.wrap(vectors_module.EventVectors, "_mark", "vectors write: marking the events")
     return stages
 
 

@@ -20,9 +20,12 @@ highest.  ``Settings(estimate_importance=False)`` turns it off.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 #: Turns of these roles are not read (the role default stands).
 UNSCORED_ROLES = frozenset({"assistant", "tool", "system"})
@@ -244,29 +247,21 @@ def estimate_importance(text: str, role: str) -> float:
 
 def estimate_importances(texts: Sequence[str], roles: Sequence[str]) -> list[float]:
     """:func:`estimate_importance` of each (text, role), the texts without a speaker
-    found by one search of them all (joined by NUL, which no speaker word holds)
-    rather than one per text."""
+    (most, in bulk loads of machine text) found by one RE2 search of the column
+    rather than one Python regex search per text."""
     scored = [i for i, (text, role) in enumerate(zip(texts, roles, strict=True))
               if text and role not in UNSCORED_ROLES]  # fmt: skip
     out = [0.0] * len(texts)
     if not scored:
         return out
-    joined = "\0".join(texts[i] for i in scored)
-    lowered = joined.lower()
-    if len(lowered) != len(joined):  # a character lowercases to two: text by text
-        for i in scored:
-            out[i] = estimate_importance(texts[i], roles[i])
-        return out
-    starts = [0] * len(scored)
-    for k in range(1, len(scored)):
-        starts[k] = starts[k - 1] + len(texts[scored[k - 1]]) + 1
-    position = 0
-    while (match := _ANY_SPEAKER.search(lowered, position)) is not None:
-        k = bisect.bisect_right(starts, match.start()) - 1
+    column = pa.array([texts[i] for i in scored], pa.string())
+    ascii_only = pc.string_is_ascii(column)
+    speaking = pc.match_substring_regex(column, _ANY_SPEAKER.pattern, ignore_case=True)
+    # RE2's \b and case folding are ASCII's: on ASCII text it finds what the regex finds
+    # (and more: the part past MAX_CHARS); other texts are read one by one
+    maybe = pc.or_(pc.invert(ascii_only), speaking).to_numpy(zero_copy_only=False)
+    for k in np.flatnonzero(maybe).tolist():
         out[scored[k]] = estimate_importance(texts[scored[k]], roles[scored[k]])
-        if k + 1 == len(scored):
-            break
-        position = starts[k + 1]
     return out
 
 
