@@ -234,12 +234,16 @@ def new_ids(count: int) -> list[str]:
         return []
     block = np.frombuffer(os.urandom(16 * count), dtype=np.uint8).reshape(count, 16).copy()
     _stamp_v7(block, time.time_ns() // 1_000_000)
-    text = block.tobytes().hex()
-    return [
-        f"{text[i : i + 8]}-{text[i + 8 : i + 12]}-{text[i + 12 : i + 16]}-"
-        f"{text[i + 16 : i + 20]}-{text[i + 20 : i + 32]}"
-        for i in range(0, 32 * count, 32)
-    ]
+    digits = np.stack([_HEX[block >> 4], _HEX[block & 0x0F]], axis=2).reshape(count, 32)
+    chars = np.full((count, 36), ord("-"), dtype=np.uint8)
+    chars[:, _DIGIT_PLACES] = digits
+    text = chars.tobytes().decode("ascii")
+    return [text[i : i + 36] for i in range(0, 36 * count, 36)]
+
+
+#: Hexadecimal digits as bytes, and where the 32 digits of a UUID go in its 36 characters.
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_DIGIT_PLACES = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
 
 
 def importance_for(
