@@ -123,11 +123,26 @@ def frame_rows(
         updated_at=created,
         importance=importance,
     )
-    nulls: list[None] = [None] * count
-    lists = [columns.get(key, nulls) for key in ROW_KEYS]
-    rows = BuiltRows(
-        dict(zip(ROW_KEYS, values, strict=False)) for values in zip(*lists, strict=True)
-    )
+    return _rows(columns, count)
+
+
+def _rows(columns: dict[str, list[Any]], count: int) -> BuiltRows:
+    """One dict per row of ``columns``: a copy of the values every row shares, then
+    the columns that vary set a column at a time."""
+    template: dict[str, Any] = dict.fromkeys(ROW_KEYS)
+    varying = []
+    for key in ROW_KEYS:
+        values = columns.get(key)
+        if values is None:
+            continue
+        if values.count(values[0]) == count:
+            template[key] = values[0]
+        else:
+            varying.append(key)
+    rows = BuiltRows(template.copy() for _ in range(count))
+    for key in varying:
+        for row, value in zip(rows, columns[key], strict=True):
+            row[key] = value
     rows.columns = columns
     return rows
 
