@@ -246,3 +246,21 @@ def test_cold_first_search_quick_prints_the_goal_table() -> None:
     assert "20000 memories:" in out and "embedded 20000" in out
     rows = [line for line in out.splitlines() if line.startswith("| search(mode=")]
     assert len(rows) == 2
+
+
+def test_large_stores_benchmark_runs_quick() -> None:
+    """benchmarks/large_stores.py --quick: 20k rows with the free embedder, every row
+    stored and embedded (the script checks), the floor and each stage printed."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "large_stores.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| DuckDB floor: INSERT INTO t SELECT * FROM df |" in out
+    assert "| add_events + flush() |" in out and "| close() |" in out
+    assert "| build_rows |" in out and "| vectors write (worker) |" in out
+    assert "ingest: " in out

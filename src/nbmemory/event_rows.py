@@ -28,6 +28,7 @@ import pandas as pd
 
 from .config import Settings
 from .errors import InvalidInput
+from .event_columns import frame_rows
 from .importance import estimate_importance
 from .validation import (
     JsonLimits,
@@ -233,12 +234,16 @@ def new_ids(count: int) -> list[str]:
         return []
     block = np.frombuffer(os.urandom(16 * count), dtype=np.uint8).reshape(count, 16).copy()
     _stamp_v7(block, time.time_ns() // 1_000_000)
-    text = block.tobytes().hex()
-    return [
-        f"{text[i : i + 8]}-{text[i + 8 : i + 12]}-{text[i + 12 : i + 16]}-"
-        f"{text[i + 16 : i + 20]}-{text[i + 20 : i + 32]}"
-        for i in range(0, 32 * count, 32)
-    ]
+    digits = np.stack([_HEX[block >> 4], _HEX[block & 0x0F]], axis=2).reshape(count, 32)
+    chars = np.full((count, 36), ord("-"), dtype=np.uint8)
+    chars[:, _DIGIT_PLACES] = digits
+    text = chars.tobytes().decode("ascii")
+    return [text[i : i + 36] for i in range(0, 36 * count, 36)]
+
+
+#: Hexadecimal digits as bytes, and where the 32 digits of a UUID go in its 36 characters.
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_DIGIT_PLACES = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
 
 
 def importance_for(
@@ -400,10 +405,20 @@ def build_rows(
 ) -> list[dict[str, Any]]:
     """Validate the rows of ``add_events``: one bad row refuses them all, naming it.
 
-    The rows are checked a column at a time (:func:`_build_batch`); when that finds
+    A DataFrame is built a column at a time (:func:`~nbmemory.event_columns.frame_rows`);
+    other rows are checked a column at a time (:func:`_build_batch`); when that finds
     anything it cannot vouch for, every row goes through :func:`build_row` instead,
     so a refusal names the same row with the same message either way.
     """
+    if isinstance(rows, pd.DataFrame):
+        try:
+            fast = frame_rows(
+                settings, rows, namespace=namespace, session_id=session_id, new_ids=new_ids
+            )
+        except (TypeError, ValueError, LookupError, OverflowError, InvalidInput):
+            fast = None  # the rows one by one say which is wrong
+        if fast is not None:
+            return fast
     raws: list[dict[str, Any]] = []
     try:
         for raw in iter_input_rows(rows):

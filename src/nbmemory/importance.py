@@ -21,6 +21,11 @@ highest.  ``Settings(estimate_importance=False)`` turns it off.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 #: Turns of these roles are not read (the role default stands).
 UNSCORED_ROLES = frozenset({"assistant", "tool", "system"})
@@ -238,6 +243,26 @@ def estimate_importance(text: str, role: str) -> float:
         # non-word characters: no speaker in the whole text, none in any sentence
         return 0.0
     return max((_sentence_score(s.strip()) for s in _SENTENCES.split(text) if s), default=0.0)
+
+
+def estimate_importances(texts: Sequence[str], roles: Sequence[str]) -> list[float]:
+    """:func:`estimate_importance` of each (text, role), the texts without a speaker
+    (most, in bulk loads of machine text) found by one RE2 search of the column
+    rather than one Python regex search per text."""
+    scored = [i for i, (text, role) in enumerate(zip(texts, roles, strict=True))
+              if text and role not in UNSCORED_ROLES]  # fmt: skip
+    out = [0.0] * len(texts)
+    if not scored:
+        return out
+    column = pa.array([texts[i] for i in scored], pa.string())
+    ascii_only = pc.string_is_ascii(column)
+    speaking = pc.match_substring_regex(column, _ANY_SPEAKER.pattern, ignore_case=True)
+    # RE2's \b and case folding are ASCII's: on ASCII text it finds what the regex finds
+    # (and more: the part past MAX_CHARS); other texts are read one by one
+    maybe = pc.or_(pc.invert(ascii_only), speaking).to_numpy(zero_copy_only=False)
+    for k in np.flatnonzero(maybe).tolist():
+        out[scored[k]] = estimate_importance(texts[scored[k]], roles[scored[k]])
+    return out
 
 
 def _sentence_score(sentence: str) -> float:

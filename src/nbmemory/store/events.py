@@ -353,6 +353,9 @@ class EventsTable(TableObject):
         self._write()
         if not rows:
             return []
+        columns = getattr(rows, "columns", None)
+        if columns is not None and not vectors and matrix is None:
+            return self._insert_built(rows, columns)
         safe = self._redact_rows(rows)
         embedded = []
         if vectors or matrix is not None:
@@ -392,6 +395,45 @@ class EventsTable(TableObject):
             for r in records
             if r["content"] and r["embedding_error"] is None and r["id"] not in model_of
         ]
+        self.store.changed(change)
+        return records
+
+    def _insert_built(
+        self, rows: Sequence[dict[str, Any]], columns: dict[str, list[Any]]
+    ) -> list[dict[str, Any]]:
+        """Insert rows built a column at a time (:class:`~nbmemory.event_columns.BuiltRows`,
+        none embedded): redacted and written a column at a time.  The rows become the
+        stored records (they are this call's own)."""
+        columns = dict(columns)
+        redactor = self.store.redactor
+        suspects = self.store.redaction_suspects
+        for name in EVENTS.user_text:
+            values = columns.get(name)
+            if redactor is None or values is None:
+                continue
+            where = [i for i, value in enumerate(values) if isinstance(value, str)]
+            if suspects is not None:  # one search of the column finds the few to redact
+                where = [where[k] for k in suspects([values[i] for i in where])]
+            copied = False
+            for index in where:
+                value = values[index]
+                text, count = redactor(value)
+                if count or text != value:
+                    if not copied:  # the caller's column stays as it was given
+                        values = columns[name] = list(values)
+                        copied = True
+                    values[index] = rows[index][name] = text
+                if count:
+                    self.store.count_redactions(rows[index]["namespace"], count)
+        data = _arrow_of(columns, len(rows))
+        seq: dict[str, int] = dict(
+            self.store.statements.insert_arrow("events", data, returning=("id", "seq"))
+        )
+        for row in rows:
+            row["seq"] = seq[row["id"]]
+        records = list(rows)
+        change = Change(added=records, bulk=True)
+        change.to_embed = [(r["id"], r["content"]) for r in records if r["content"]]
         self.store.changed(change)
         return records
 
@@ -485,6 +527,18 @@ class EventsTable(TableObject):
         if marked:
             self.store.changed(Change(updated=marked))
         return marked
+
+
+def _arrow_of(columns: dict[str, list[Any]], count: int) -> pa.Table:
+    """``columns`` (name -> one value per row; a column not there is NULL) as an Arrow
+    table of ``events``."""
+    arrays = [
+        pa.nulls(count, c.type)
+        if columns.get(c.name) is None
+        else pa.array(columns[c.name], c.type)
+        for c in EVENTS.columns
+    ]
+    return pa.Table.from_arrays(arrays, schema=EVENTS.arrow_schema)
 
 
 def _escape_like(text: str) -> str:

@@ -355,8 +355,21 @@ class EventVectors(TableObject):
             written = self._mark(view, model)
         if not written:
             return []
-        first_row = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         position = {event_id: i for i, event_id in enumerate(ids)}
+        if spans is None or not any(per_event):  # one vector per event: whole columns
+            group = Vectors(
+                model,
+                [w[0] for w in written],
+                [w[1] for w in written],
+                matrix[[position[w[0]] for w in written]],
+            )
+            replaced = [w[0] for w in written if w[2]]
+            if replaced:
+                self.drop(replaced)
+            self.append(group)
+            self.store.changed(Change(vectors=[group], unvectored=replaced))
+            return list(group.ids)
+        first_row = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         rows: list[int] = []
         row_ids: list[str] = []
         namespaces: list[str] = []
