@@ -89,6 +89,7 @@ def saved(store_path: str) -> str:
     with open_mem(store_path) as mem:
         fill(mem, 200)
         mem.search("lake", mode="hybrid")
+        mem.indexes.wait_for_saves()  # the copies are written off the query path
         assert mem.indexes.cache is not None and mem.indexes.cache.saves == 2
     return store_path
 
