@@ -158,7 +158,7 @@ class Indexes:
             table.column("id").to_pylist(),
             table.column("namespace"),
             table.column("session_id"),
-            table.column("content").to_pylist(),
+            table.column("content"),
             created,
             seq,
         )

@@ -53,6 +53,10 @@ _SINCE_NOW_RE = re.compile(
     r"|\b(?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|several|(?:a )?few"
     r"|(?:a )?couple(?: of)?) (?:days?|weeks?|months?|years?|decades?) now\b)"
 )
+#: Both time patterns, as Arrow's RE2 runs them on ASCII texts, where they match
+#: exactly as here (no ``\s``; ``\b``, ``\d`` and ``(?i:)`` agree on ASCII):
+#: a text matching either is what :func:`mentions_time` says places itself in time.
+TIME_PATTERNS = (_TIME_RE.pattern, _SINCE_NOW_RE.pattern)
 #: A question that asks when something happened.
 _WHEN_RE = re.compile(
     r"(?i)\bwhen\b|\bwhat (?:year|month|day|date|time|week)\b|\bhow long ago\b"
@@ -63,7 +67,7 @@ _WHEN_RE = re.compile(
 #: Every match of ``_TIME_RE`` holds one of these words (lower-cased), "19", "20" or "/":
 #: a text with neither is not searched (the regex is the dearer test, and most texts
 #: have none).
-_TIME_WORDS = frozenset(
+TIME_WORDS = frozenset(
     w.lower()
     for w in (
         _MONTHS.split("|")
@@ -86,7 +90,7 @@ def mentions_time(content: str | None) -> bool:
 def mentions_time_in(text: str, words: list[str]) -> bool:
     """:func:`mentions_time` of ``text`` whose lower-cased words are ``words``."""
     # a year starts "19" or "20", a date holds "/": substring tests, no regex
-    if "/" not in text and "19" not in text and "20" not in text and _TIME_WORDS.isdisjoint(words):
+    if "/" not in text and "19" not in text and "20" not in text and TIME_WORDS.isdisjoint(words):
         return False
     if _TIME_RE.search(text):
         return True

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from ..encoding import codes_of
 from ..id_rows import IdRows
+from .columns import as_text_array, column_words, texts_at
 from .features import (
     NO_DAY_FROM,
     NO_DAY_TO,
@@ -183,7 +184,7 @@ class Postings:
         ids: list[str],
         namespaces: Sequence[str] | pa.Array,
         sessions: Sequence[str] | pa.Array,
-        contents: Sequence[str | None],
+        contents: Sequence[str | None] | pa.Array | pa.ChunkedArray,
         created: np.ndarray,
         seqs: np.ndarray,
     ) -> None:
@@ -194,6 +195,8 @@ class Postings:
                 self._allocate(max(1024, len(ids)))
                 names = namespaces.to_pylist() if isinstance(namespaces, pa.Array) else namespaces
                 keys = sessions.to_pylist() if isinstance(sessions, pa.Array) else sessions
+                if isinstance(contents, pa.Array | pa.ChunkedArray):
+                    contents = contents.to_pylist()
                 for row in zip(ids, names, keys, contents, created, seqs, strict=True):
                     self._add_row(*row)
             else:
@@ -206,30 +209,25 @@ class Postings:
         ids: list[str],
         namespaces: Sequence[str] | pa.Array,
         sessions: Sequence[str] | pa.Array,
-        contents: Sequence[str | None],
+        contents: Sequence[str | None] | pa.Array | pa.ChunkedArray,
         created: np.ndarray,
         seqs: np.ndarray,
     ) -> None:
         n = len(ids)
         self._allocate(max(1024, n))
-        flat = array("i")
-        counts = np.zeros(n, dtype=np.int64)
-        speakers = self._speakers
-        timed = self._timed
-        find_words = WORD_RE.findall
-        for i, content in enumerate(contents):
-            text = content or ""
-            words = find_words(text.lower())
-            tids = self._word_term_ids(words)
-            flat.extend(tids)
-            counts[i] = len(tids)
+        texts = as_text_array(contents)
+        words = column_words(texts, self._word_id)
+        spoken, timed = words.maybe_spoken, words.timed
+        for i, text in zip(spoken.tolist(), texts_at(texts, spoken), strict=True):
             speaker = speaker_of(text)
             if speaker is not None:
-                speakers[i] = self._speaker_code(speaker)
-            if mentions_time_in(text, words):
-                timed[i] = True
-                self._said_from[i], self._said_to[i] = said_days(text, int(created[i]))
-        self._question[:n] = [(c or "").rstrip().endswith("?") for c in contents]
+                self._speakers[i] = self._speaker_code(speaker)
+        self._timed[timed] = True
+        for i, text in zip(timed.tolist(), texts_at(texts, timed), strict=True):
+            self._said_from[i], self._said_to[i] = said_days(text, int(created[i]))
+        asked = words.maybe_asked
+        for i, text in zip(asked.tolist(), texts_at(texts, asked), strict=True):
+            self._question[i] = text.rstrip().endswith("?")
         ns_codes, ns_names = codes_of(namespaces)
         self._ns = {name: code for code, name in enumerate(ns_names)}
         session_ids, session_names = codes_of(sessions)
@@ -240,8 +238,7 @@ class Postings:
             (int(p // width), session_names[int(p % width)]) for p in unique_pairs.tolist()
         ]
         self._session_codes = {key: code for code, key in enumerate(self._session_keys)}
-        tokens = np.frombuffer(flat, dtype=np.int32) if len(flat) else np.zeros(0, np.int32)
-        doc_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+        tokens, doc_of = words.term_ids, words.doc_of
         kept = tokens >= 0
         tokens, doc_of = tokens[kept], doc_of[kept]
         lengths = np.bincount(doc_of, minlength=n)
