@@ -363,7 +363,9 @@ class Indexes:
             normalise_in_place(target)
             filled += len(block)
             ids += batch.column(0).to_pylist()
-            namespaces.append(batch.column(1))
+            # a copy: a column of an imported batch would keep the whole batch alive,
+            # its vectors included, until the last batch is read
+            namespaces.append(pa.concat_arrays([batch.column(1)]))
         names = pa.chunked_array(namespaces).combine_chunks() if namespaces else []
         index.rebuild(ids, names, matrix[:filled], normalised=True)
 

@@ -44,7 +44,7 @@ from .changes import Change, Listener
 from .events import EventsTable
 from .facts import FactsTable, advance_sequence
 from .files import CHECKPOINT_THRESHOLD, DISABLED_COMPRESSION
-from .lean_scan import LeanScans
+from .lean_scan import LEAN_SCAN_MEMORY, LeanScans
 from .macros import MacrosTable
 from .plain_sql import PlainSQL, fetched
 from .sessions import SessionsTable
@@ -72,6 +72,8 @@ class Store(PlainSQL):
     embed_linger = 0.05
     #: The table object of ``event_vectors`` (a lake keeps vector state apart from rows).
     vectors_class: type[EventVectors] = EventVectors
+    #: DuckDB's memory limit while a scan is read into a cache of ours (:mod:`.lean_scan`).
+    lean_scan_memory = LEAN_SCAN_MEMORY
     #: Whether :meth:`beside` runs on a cursor of its own (else it is a plain transaction).
     writes_beside = True
     #: Whether the connection stays open from open to close (a shared store lets go of
@@ -98,7 +100,7 @@ class Store(PlainSQL):
         self.statements_run = 0
         #: Rows of a legacy ``messages`` table copied into ``events`` when this store opened.
         self.migrated_messages = 0
-        self._lean_scans = LeanScans()
+        self._lean_scans = LeanScans(self.lean_scan_memory)
         self._listeners: list[Listener] = []
         #: Removes secrets from user text before it is stored: ``text -> (text, count)``.
         self.redactor: Callable[[str], tuple[str, int]] | None = None

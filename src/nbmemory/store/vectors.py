@@ -230,11 +230,13 @@ class EventVectors(TableObject):
             )
         return out
 
-    def batches(self, model: str, rows: int = 65536) -> Iterator[pa.RecordBatch]:
+    def batches(self, model: str, rows: int = 8192) -> Iterator[pa.RecordBatch]:
         """(key, namespace, embedding) of every vector row of ``model``, a batch at a time.
 
         A stream, so the caller never holds the whole table twice; consume it fully
-        (the store's lock is held until then).
+        (the store's lock is held until then).  Batches of 8,192 rows (12 MB of
+        384-d vectors): DuckDB reads several batches ahead, and larger ones raised the
+        peak of a 200k build by ~80 MB, no faster.
         """
         yield from self.store.stream(
             f"SELECT {KEY_SQL} AS id, namespace, embedding FROM event_vectors WHERE model = ?",

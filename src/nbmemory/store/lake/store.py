@@ -48,6 +48,7 @@ except ImportError:  # pragma: no cover - DuckDB before 1.4
 from ...errors import InvalidInput, StoreError, WriteConflict
 from ..changes import Change
 from ..connection import Params, Store
+from ..lean_scan import LAKE_SCAN_MEMORY
 from ..migrations import FORMAT, SCHEMA_VERSION
 from ..statements import Statements
 from . import extensions, feed, fence, first_open, lake_errors, maintenance, tables
@@ -80,6 +81,7 @@ class LakeStore(Store):
     backend = "ducklake"
     catalog_database = LAKE
     vectors_class = LakeEventVectors
+    lean_scan_memory = LAKE_SCAN_MEMORY
     #: Every write is a snapshot of the catalog of its own: vectors take the usual path.
     writes_beside = False
     #: Each vector write is a commit of its own (a catalog round trip, and a
