@@ -397,11 +397,31 @@ def _close(key: str, entry: _Entry) -> None:
     """The last opener of this process is gone: remove the sidecar if no other process
     has it (under a write lock, so no one is admitted by a file about to go), let go."""
     _entries.pop(key, None)
+    removed = False
     try:
-        if entry.writable and _take(entry, fcntl.LOCK_EX, 0, 2) and _same_file(entry):
-            with contextlib.suppress(OSError):
-                os.remove(entry.path)
-    except OSError:
-        pass
+        removed = entry.writable and _remove_if_unheld(entry)
     finally:
         os.close(entry.fd)  # every record lock of this process on the sidecar goes with it
+    if entry.writable and not removed:
+        # Two last openers leaving at once each see the other's lock and keep the file:
+        # once ours are gone, look again (the last to let go finds none held).
+        try:
+            fd = os.open(entry.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return  # removed by the other
+        try:
+            _remove_if_unheld(_Entry(entry.path, fd, True))
+        finally:
+            os.close(fd)
+
+
+def _remove_if_unheld(entry: _Entry) -> bool:
+    """Remove the sidecar if no process holds a lock on it (under a write lock, so no
+    one is admitted by a file about to go); whether it was removed."""
+    try:
+        if _take(entry, fcntl.LOCK_EX, 0, 2) and _same_file(entry):
+            os.remove(entry.path)
+            return True
+    except OSError:
+        pass
+    return False
