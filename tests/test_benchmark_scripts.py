@@ -264,3 +264,19 @@ def test_large_stores_benchmark_runs_quick() -> None:
     assert "| add_events + flush() |" in out and "| close() |" in out
     assert "| build_rows |" in out and "| vectors write (worker) |" in out
     assert "ingest: " in out
+
+
+def test_array_column_benchmark_runs_quick() -> None:
+    """benchmarks/array_column.py --quick: both columns give the floor's vectors and
+    top-10 (the script asserts it) and every column of the table is printed."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "array_column.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| `FLOAT[]` |" in out and "| `FLOAT[384]` |" in out and "| numpy floor |" in out
+    assert "same top-10 ids from both columns and the floor: yes" in out
