@@ -217,15 +217,7 @@ def test_long_memories_benchmark_runs_quick(model_path: str) -> None:
 def test_shared_rate_benchmark_runs_quick_and_loses_nothing() -> None:
     """benchmarks/bench_shared_rate.py --quick: two shared writers and a reader beside the
     exclusive floor; every returned id is stored (rates are printed, not asserted)."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_shared_rate.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
+    out = run_quick("bench_shared_rate.py")
     assert "| exclusive writer (floor) |" in out and "| shared writer2 |" in out
     assert "| shared reader |" in out
     assert "lost 0 (goal 0)" in out
@@ -233,15 +225,7 @@ def test_shared_rate_benchmark_runs_quick_and_loses_nothing() -> None:
 
 def test_cold_first_search_quick_prints_the_goal_table() -> None:
     """benchmarks/cold_first_search.py --quick: 20k rows, a new process per first search."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "cold_first_search.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
+    out = run_quick("cold_first_search.py")
     assert "| new process | open s | open + first search s |" in out
     assert "20000 memories:" in out and "embedded 20000" in out
     rows = [line for line in out.splitlines() if line.startswith("| search(mode=")]
@@ -251,15 +235,7 @@ def test_cold_first_search_quick_prints_the_goal_table() -> None:
 def test_large_stores_benchmark_runs_quick() -> None:
     """benchmarks/large_stores.py --quick: 20k rows with the free embedder, every row
     stored and embedded (the script checks), the floor and each stage printed."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "large_stores.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
+    out = run_quick("large_stores.py")
     assert "| DuckDB floor: INSERT INTO t SELECT * FROM df |" in out
     assert "| add_events + flush() |" in out and "| close() |" in out
     assert "| build_rows |" in out and "| vectors write (worker) |" in out
@@ -269,14 +245,19 @@ def test_large_stores_benchmark_runs_quick() -> None:
 def test_array_column_benchmark_runs_quick() -> None:
     """benchmarks/array_column.py --quick: both columns give the floor's vectors and
     top-10 (the script asserts it) and every column of the table is printed."""
+    out = run_quick("array_column.py")
+    assert "| `FLOAT[]` |" in out and "| `FLOAT[384]` |" in out and "| numpy floor |" in out
+    assert "same top-10 ids from both columns and the floor: yes" in out
+
+
+def run_quick(script: str) -> str:
+    """What ``benchmarks/<script> --quick`` prints, once it exited 0."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "array_column.py"), "--quick"],
+        [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
         capture_output=True,
         text=True,
         env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    out = result.stdout
-    assert "| `FLOAT[]` |" in out and "| `FLOAT[384]` |" in out and "| numpy floor |" in out
-    assert "same top-10 ids from both columns and the floor: yes" in out
+    return result.stdout
