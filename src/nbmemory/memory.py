@@ -433,6 +433,7 @@ class Memory(AstreusNames, OlderNames):
         if self._owns_embedder:  # the last store using the model frees it
             close_embedder(self._core.embedder)
         store, indexes = self._core.store, self._core.indexes
+        indexes.wait_for_saves()  # a refresh after a bulk ingest reads under the store's lock
         if indexes.cache is not None and store.sole_writer():
             # where the rows the saved indexes lack are, for the next process (no hashing)
             record = store.close_after(indexes.closing_record)

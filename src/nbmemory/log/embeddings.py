@@ -29,9 +29,17 @@ class Embeddings:
         ``EmbedderError``, one line) when the model cannot load: the texts stay
         pending in the store, are embedded as soon as the model loads in this
         process (the next ``flush`` tries again), and are queued again at the next open.
+
+        After a bulk ingest (``add_events`` of at least ``index_cache_min_rows`` rows
+        since the last time), the saved indexes are brought up to date on a thread,
+        so the next process to open the store loads them instead of building them on
+        its first search; ``close()`` waits for that.
         """
         worker = self.core.worker
-        return True if worker is None else worker.flush(timeout)
+        done = True if worker is None else worker.flush(timeout)
+        if done:
+            self.core.indexes.refresh_saved(None if worker is None else self.core.model)
+        return done
 
     @property
     def backlog(self) -> int:

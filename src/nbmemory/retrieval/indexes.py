@@ -111,6 +111,15 @@ class Indexes:
         self._changes = 0
         #: Saves of a freshly built index running off the query path.
         self._saves: list[threading.Thread] = []
+        #: Rebuilds of the saved copies after a bulk ingest (:meth:`refresh_saved`).
+        self._refreshes: list[threading.Thread] = []
+        #: Rows bulk writes added in all, and since the last refresh; the table's rows then.
+        self._bulk_total = 0
+        self._bulk_rows = 0
+        self._refreshed_rows = 0
+        #: "keywords" or "vectors/<model>" -> ``_bulk_total`` when that index was last
+        #: built or loaded from its copy (what bulk rows it holds only by following).
+        self._built_at: dict[str, int] = {}
         #: The record of the last check as it held when the store was opened, while
         #: nothing an index holds has changed since (None: it did, or there was none):
         #: a clean close carries over what it says of the indexes this process left
@@ -150,6 +159,7 @@ class Indexes:
         """From the saved copy plus the rows added since when it still matches the
         table, else from the table in bulk (and then saved)."""
         cache = self.cache
+        self._built_at[KEYWORDS] = self._bulk_total
         if cache is not None and self._load_keywords(index, cache):
             return
         table = self.store.events.text_table()
@@ -212,6 +222,7 @@ class Indexes:
         """Fill the index from its saved copy when that still matches the table, else
         from the table (and save it)."""
         cache = self.cache
+        self._built_at[vectors_key(index.model)] = self._bulk_total
         if cache is not None and self._load_vectors(index, cache):
             return
         self._read_vectors(index)
@@ -269,9 +280,65 @@ class Indexes:
         thread.start()
 
     def wait_for_saves(self, timeout: float | None = None) -> None:
-        """Wait for the saves running in the background (tests; a clean close)."""
+        """Wait for the refreshes and saves running in the background (tests; a clean
+        close, before it takes the store's lock: a refresh reads the table under it)."""
+        for thread in list(self._refreshes):
+            thread.join(timeout)
+        self._wait_for_writes(timeout)
+
+    def _wait_for_writes(self, timeout: float | None = None) -> None:
+        """Wait for the saves only (they write files and never take the store's lock:
+        safe to wait for while holding it)."""
         for thread in list(self._saves):
             thread.join(timeout)
+
+    # -- the saved copies after a bulk ingest ---------------------------------------------
+    def refresh_saved(self, model: str | None) -> bool:
+        """Bring the saved copies up to date on a thread after a bulk ingest has been
+        embedded (``Memory.flush``), so that the next process to open the store loads
+        them instead of reading every row: whoever writes the rows pays for the index,
+        not the first reader.  True when a refresh started.
+
+        It starts once the rows bulk writes added since the last refresh reach both
+        ``index_cache_min_rows`` and the rows the table held then (a flush after each
+        batch of a long ingest rebuilds a store that has doubled: at most twice the
+        work of one build).  Only the sole writer of a file store refreshes: another
+        writer's rows would make the copies stale as they are written.  The indexes
+        built stay in this process, ready for its searches."""
+        cache = self.cache
+        if cache is None or self.store.in_transaction or not self.store.sole_writer():
+            return False
+        if self._bulk_rows < max(cache.min_rows, self._refreshed_rows):
+            return False
+        self._bulk_rows = 0
+        self._refreshes = [thread for thread in self._refreshes if thread.is_alive()]
+        thread = threading.Thread(
+            target=self._refresh, args=(model,), name="nbmemory-index-refresh", daemon=True
+        )
+        self._refreshes.append(thread)
+        thread.start()
+        return True
+
+    def _refresh(self, model: str | None) -> None:
+        try:
+            if model is not None:
+                self._behind(self._vectors.get(model), vectors_key(model))
+                self.vectors(model)
+            self._behind(self._keywords, KEYWORDS)
+            self._refreshed_rows = len(self.keywords())
+        except Exception as exc:  # pragma: no cover - a refresh is only an optimisation
+            log.info("could not refresh the saved indexes: %s", exc)
+
+    def _behind(self, index: VectorIndex | KeywordIndex | None, key: str) -> None:
+        """Mark a live index stale when the bulk rows it followed since it was built or
+        loaded are more than the share a load would add one by one: its rebuild from
+        the table is saved.  (One a search built after the ingest is left alone.)"""
+        if index is None:
+            return
+        with self.store.locked(), index._lock:
+            followed = self._bulk_total - self._built_at.get(key, 0)
+            if not index.stale and followed > len(index) * MAX_TAIL:
+                index.stale = True
 
     def _load_vectors(self, index: VectorIndex, cache: IndexCache) -> bool:
         state = self._store_state(cache)  # before anything is read
@@ -378,6 +445,9 @@ class Indexes:
     def follow(self, change: Change) -> None:
         """Apply one committed change (the store calls this under its lock)."""
         self._changes += 1
+        if change.bulk:
+            self._bulk_rows += len(change.added)
+            self._bulk_total += len(change.added)
         held = (change.added, change.retexted, change.deleted, change.vectors, change.unvectored)
         if change.unknown or any(held):
             self._record_at_open = None  # what an unloaded index holds may have changed
@@ -385,7 +455,7 @@ class Indexes:
             self.invalidate()
             return
         if self.cache is not None and (change.deleted or change.retexted or change.unvectored):
-            self.wait_for_saves()  # a copy being written may hold what is forgotten
+            self._wait_for_writes()  # a copy being written may hold what is forgotten
             self.cache.discard()  # the saved copies may hold what was just forgotten
             self._standing.clear()
         self._follow_vectors(change)
@@ -473,7 +543,7 @@ class Indexes:
         writer may write after this close (a shared store, another ``Memory`` open on
         the file in this process)."""
         store = self.store
-        self.wait_for_saves()  # at most one save of a just-built index: under 1.5 s at 200k
+        self._wait_for_writes()  # at most one save of a just-built index: under 1.5 s at 200k
         if self.cache is None or not store.sole_writer() or store.in_transaction:
             return None
         files: dict[str, FileState | None] = {}
