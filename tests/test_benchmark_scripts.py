@@ -230,6 +230,12 @@ def test_cold_first_search_quick_prints_the_goal_table() -> None:
     assert "20000 memories:" in out and "embedded 20000" in out
     rows = [line for line in out.splitlines() if line.startswith("| search(mode=")]
     assert len(rows) == 2
+    # the goals, loosely (a shared CI machine): the ingest saved both indexes, so each
+    # first reader loads them; within twice the time goal and a quarter over the RSS goal
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        first, goal_s, rss, goal_mb = (float(cells[i]) for i in (2, 3, 4, 5))
+        assert first <= 2 * goal_s and rss <= 1.25 * goal_mb, row
 
 
 def test_large_stores_benchmark_runs_quick() -> None:
@@ -239,7 +245,10 @@ def test_large_stores_benchmark_runs_quick() -> None:
     assert "| DuckDB floor: INSERT INTO t SELECT * FROM df |" in out
     assert "| add_events + flush() |" in out and "| close() |" in out
     assert "| build_rows |" in out and "| vectors write (worker) |" in out
-    assert "ingest: " in out
+    # the goal is 30k rows/s at 200k; 20k rows pay more fixed costs (23k here, with
+    # other tests running): loosely, a third of it
+    rate = float(out.split("ingest: ", 1)[1].split(" rows/s", 1)[0].replace(",", ""))
+    assert rate >= 10_000, rate
 
 
 def test_array_column_benchmark_runs_quick() -> None:
