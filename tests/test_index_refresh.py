@@ -14,17 +14,11 @@ from pathlib import Path
 
 import pytest
 from test_index_cache import _no_hashing, answers, counts, fill, open_mem
+from test_index_cache import settled as settled  # the fixture: fresh file times trusted
 
-from nbmemory.retrieval import index_cache
 from nbmemory.retrieval.index_cache import SUFFIX, IndexCache
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def settled(monkeypatch):
-    """File times here are fresh: the settling margin of the saved copies is lifted."""
-    monkeypatch.setattr(index_cache, "SETTLE_NS", 0)
 
 
 def test_the_next_process_after_a_bulk_ingest_loads_both_copies_without_hashing(
