@@ -259,6 +259,20 @@ def test_array_column_benchmark_runs_quick() -> None:
     assert "same top-10 ids from both columns and the floor: yes" in out
 
 
+def test_vector_budget_benchmark_runs_quick() -> None:
+    """benchmarks/vector_budget.py --quick: 20k rows in four namespaces; the answers
+    under half the raw vectors and under none are the floor's (the script exits
+    non-zero otherwise), and under half the p50 stays loosely within the goal's 5x."""
+    out = run_quick("vector_budget.py")
+    rows = [line for line in out.splitlines() if line.startswith("| budget ")]
+    assert len(rows) == 2 and "| no budget (floor) |" in out
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[-1] == "yes", row
+        if not row.startswith("| budget 0 |"):  # half the raw vectors: the goal's row
+            assert float(cells[3]) <= 10, row
+
+
 def run_quick(script: str) -> str:
     """What ``benchmarks/<script> --quick`` prints, once it exited 0."""
     result = subprocess.run(

@@ -111,6 +111,11 @@ class Settings:
     #: ``index_cache_min_rows`` rows are saved (smaller ones build in well under a second).
     index_cache: bool = True
     index_cache_min_rows: int = 20_000
+    #: The most MB one model's vectors may take in memory (None: no limit).  Over it,
+    #: each namespace searched gets an index of its own while it is among the most
+    #: recently used that fit; the others, and searches across namespaces, are
+    #: answered exactly by DuckDB (the same results, slower).
+    vector_budget_mb: float | None = None
     #: With a reranker (``Memory(reranker=...)``): how many of the best candidates it re-scores
     rerank_top_n: int = 20
     relevance_threshold_explicit: bool | None = field(default=None, repr=False, compare=False)
@@ -229,6 +234,16 @@ class Settings:
             or value <= 0
         ):
             raise InvalidInput(f"upkeep_check_seconds must be a positive number, got {value!r}")
+        budget = self.vector_budget_mb
+        if budget is not None and (
+            isinstance(budget, bool)
+            or not is_number(budget)
+            or not math.isfinite(budget)
+            or budget < 0
+        ):
+            raise InvalidInput(
+                f"vector_budget_mb must be a number of MB >= 0 or None (no limit), got {budget!r}"
+            )
         for name in (
             "persist_on_exit",
             "agents_auto_update",

@@ -53,7 +53,7 @@ class Core:
             cache = IndexCache(
                 store.path, min_rows=settings.index_cache_min_rows, read_only=store.read_only
             )
-        self.indexes = Indexes(store, cache)
+        self.indexes = Indexes(store, cache, lambda: self.settings.vector_budget_mb)
         self.working = WorkingMemory(store, settings.working_memory_cap)
         self.apply_batch_tokens()
         self.worker = None if store.read_only else self._start_worker()

@@ -50,7 +50,7 @@ from .fusion import (
     names_mentioned,
 )
 from .keywords import KeywordIndex, asks_when
-from .vector_index import VectorIndex
+from .vector_budget import Searcher
 
 _COLUMN = {name: i for i, name in enumerate(FEATURES)}
 #: Signals a hit names when one of their features counted in its score.
@@ -87,7 +87,7 @@ class Candidates:
 
 
 def hybrid_rank(
-    vectors: VectorIndex,
+    vectors: Searcher,
     keywords: KeywordIndex,
     query_text: str,
     query_vector: np.ndarray,
@@ -167,7 +167,7 @@ def rrf_scores(features: np.ndarray) -> np.ndarray:
 
 
 def find_candidates(
-    vectors: VectorIndex,
+    vectors: Searcher,
     keywords: KeywordIndex,
     query_text: str,
     query_vector: np.ndarray,

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +26,11 @@ from ..errors import LargeStoreWarning
 from ..store import Change, Store
 from ..store.events import NO_TIME
 from ..store.vectors import passage_key
+from .bulk_refresh import BulkRefresh
 from .index_cache import MAX_TAIL, FileState, IndexCache
 from .keywords import KeywordIndex
 from .passages import matched_spans
+from .vector_budget import Searcher, VectorBudget
 from .vector_index import VectorIndex, normalise_in_place
 
 log = logging.getLogger(__name__)
@@ -97,8 +99,17 @@ def warn_if_too_large(rows: int, dim: int) -> bool:
 class Indexes:
     """The vector indexes (by model) and the keyword index of one store."""
 
-    def __init__(self, store: Store, cache: IndexCache | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        cache: IndexCache | None = None,
+        budget_mb: Callable[[], float | None] = lambda: None,
+    ) -> None:
         self.store = store
+        #: The vector budget in MB (the setting ``vector_budget_mb``, read at each search).
+        self.budget_mb = budget_mb
+        #: Indexes of single namespaces, when the model's vectors exceed the budget.
+        self._budget = VectorBudget(store)
         #: Where the indexes are saved between processes (None: they are not).
         self.cache = cache
         self._vectors: dict[str, VectorIndex] = {}
@@ -112,14 +123,7 @@ class Indexes:
         #: Saves of a freshly built index running off the query path.
         self._saves: list[threading.Thread] = []
         #: Rebuilds of the saved copies after a bulk ingest (:meth:`refresh_saved`).
-        self._refreshes: list[threading.Thread] = []
-        #: Rows bulk writes added in all, and since the last refresh; the table's rows then.
-        self._bulk_total = 0
-        self._bulk_rows = 0
-        self._refreshed_rows = 0
-        #: "keywords" or "vectors/<model>" -> ``_bulk_total`` when that index was last
-        #: built or loaded from its copy (what bulk rows it holds only by following).
-        self._built_at: dict[str, int] = {}
+        self._bulk = BulkRefresh()
         #: The record of the last check as it held when the store was opened, while
         #: nothing an index holds has changed since (None: it did, or there was none):
         #: a clean close carries over what it says of the indexes this process left
@@ -144,6 +148,25 @@ class Indexes:
                         self._warned.add(model)
         return index
 
+    def searcher(self, model: str, namespace: str | None, *, search: bool = True) -> Searcher:
+        """The model's whole index, or over a vector budget (:mod:`.vector_budget`) the
+        namespace's or DuckDB (``search=False``: not counted as a search of it)."""
+        budget_mb = self.budget_mb()
+        if budget_mb is None:
+            return self.vectors(model)
+        self.store.refresh()
+        with self.store.locked():
+            return self._budget.searcher(self, model, namespace, int(budget_mb * 2**20), search)
+
+    def whole(self, model: str) -> VectorIndex | None:
+        """The model's whole index when it is held and current (None otherwise)."""
+        return None if (index := self._vectors.get(model)) is None or index.stale else index
+
+    def drop_whole(self, model: str) -> None:
+        """Forget the model's whole index (a vector budget holds namespaces instead)."""
+        self._vectors.pop(model, None)
+        self._standing.pop(vectors_key(model), None)
+
     def keywords(self) -> KeywordIndex:
         """The keyword index, rebuilt from the table if it is stale."""
         self.store.refresh()
@@ -159,7 +182,7 @@ class Indexes:
         """From the saved copy plus the rows added since when it still matches the
         table, else from the table in bulk (and then saved)."""
         cache = self.cache
-        self._built_at[KEYWORDS] = self._bulk_total
+        self._bulk.built(KEYWORDS)
         if cache is not None and self._load_keywords(index, cache):
             return
         table = self.store.events.text_table()
@@ -222,10 +245,10 @@ class Indexes:
         """Fill the index from its saved copy when that still matches the table, else
         from the table (and save it)."""
         cache = self.cache
-        self._built_at[vectors_key(index.model)] = self._bulk_total
+        self._bulk.built(vectors_key(index.model))
         if cache is not None and self._load_vectors(index, cache):
             return
-        self._read_vectors(index)
+        self.read_vectors(index)
         key = vectors_key(index.model)
         self._standing.pop(key, None)
         if cache is not None and index.dim and not self.store.in_transaction:
@@ -280,10 +303,8 @@ class Indexes:
         thread.start()
 
     def wait_for_saves(self, timeout: float | None = None) -> None:
-        """Wait for the refreshes and saves running in the background (tests; a clean
-        close, before it takes the store's lock: a refresh reads the table under it)."""
-        for thread in list(self._refreshes):
-            thread.join(timeout)
+        """Wait for the refreshes and saves in the background (before a close locks)."""
+        self._bulk.wait(timeout)
         self._wait_for_writes(timeout)
 
     def _wait_for_writes(self, timeout: float | None = None) -> None:
@@ -295,49 +316,30 @@ class Indexes:
     # -- the saved copies after a bulk ingest ---------------------------------------------
     def refresh_saved(self, model: str | None) -> bool:
         """Bring the saved copies up to date on a thread after a bulk ingest has been
-        embedded (``Memory.flush``), so that the next process to open the store loads
-        them instead of reading every row: whoever writes the rows pays for the index,
-        not the first reader.  True when a refresh started.
-
-        It starts once the rows bulk writes added since the last refresh reach both
-        ``index_cache_min_rows`` and the rows the table held then (a flush after each
-        batch of a long ingest rebuilds a store that has doubled: at most twice the
-        work of one build).  Only the sole writer of a file store refreshes: another
-        writer's rows would make the copies stale as they are written.  The indexes
-        built stay in this process, ready for its searches."""
+        embedded, when one is due (see :mod:`.bulk_refresh`); True when one started."""
         cache = self.cache
         if cache is None or self.store.in_transaction or not self.store.sole_writer():
             return False
-        if self._bulk_rows < max(cache.min_rows, self._refreshed_rows):
-            return False
-        self._bulk_rows = 0
-        self._refreshes = [thread for thread in self._refreshes if thread.is_alive()]
-        thread = threading.Thread(
-            target=self._refresh, args=(model,), name="nbmemory-index-refresh", daemon=True
-        )
-        self._refreshes.append(thread)
-        thread.start()
-        return True
+        return self._bulk.start_if_due(cache.min_rows, self._refresh, model)
 
     def _refresh(self, model: str | None) -> None:
         try:
-            if model is not None:
+            budget = self.budget_mb()
+            if model is not None and (budget is None or self._budget.fits(model, budget)):
                 self._behind(self._vectors.get(model), vectors_key(model))
                 self.vectors(model)
             self._behind(self._keywords, KEYWORDS)
-            self._refreshed_rows = len(self.keywords())
+            self._bulk.rows_then = len(self.keywords())
         except Exception as exc:  # pragma: no cover - a refresh is only an optimisation
             log.info("could not refresh the saved indexes: %s", exc)
 
     def _behind(self, index: VectorIndex | KeywordIndex | None, key: str) -> None:
-        """Mark a live index stale when the bulk rows it followed since it was built or
-        loaded are more than the share a load would add one by one: its rebuild from
-        the table is saved.  (One a search built after the ingest is left alone.)"""
+        """Mark a live index stale when it followed too many bulk rows (its rebuild from
+        the table is saved); one a search built after the ingest is left alone."""
         if index is None:
             return
         with self.store.locked(), index._lock:
-            followed = self._bulk_total - self._built_at.get(key, 0)
-            if not index.stale and followed > len(index) * MAX_TAIL:
+            if not index.stale and self._bulk.behind(key, len(index)):
                 index.stale = True
 
     def _load_vectors(self, index: VectorIndex, cache: IndexCache) -> bool:
@@ -398,17 +400,24 @@ class Indexes:
         self._standing[key] = Standing(n, saved.files)
         return True
 
-    def _read_vectors(self, index: VectorIndex) -> None:
-        """Fill the index from the table, a batch at a time into one preallocated matrix
-        normalised in place: memory holds the vectors once, not three times."""
-        matrix = np.empty(
-            (self.store.vectors.embedded_count(index.model), index.dim or 0), np.float32
-        )
+    def read_vectors(
+        self,
+        index: VectorIndex,
+        batches: Iterator[pa.RecordBatch] | None = None,
+        count: int | None = None,
+    ) -> None:
+        """Fill the index from the table (or from ``batches`` of ``count`` rows), a batch
+        at a time into one preallocated matrix normalised in place: memory holds the
+        vectors once, not three times."""
+        if batches is None:
+            batches = self.store.vectors.batches(index.model)
+            count = self.store.vectors.embedded_count(index.model)
+        matrix = np.empty((count or 0, index.dim or 0), np.float32)
         ids: list[str] = []
         namespaces: list[pa.Array] = []
         filled = 0
         dim: int | None = None
-        for batch in self.store.vectors.batches(index.model):
+        for batch in batches:
             lists = batch.column(2)
             lengths = pc.list_value_length(lists)
             if dim is None:  # the length most vectors have (a stray one is never compared)
@@ -445,9 +454,7 @@ class Indexes:
     def follow(self, change: Change) -> None:
         """Apply one committed change (the store calls this under its lock)."""
         self._changes += 1
-        if change.bulk:
-            self._bulk_rows += len(change.added)
-            self._bulk_total += len(change.added)
+        self._bulk.note(change)
         held = (change.added, change.retexted, change.deleted, change.vectors, change.unvectored)
         if change.unknown or any(held):
             self._record_at_open = None  # what an unloaded index holds may have changed
@@ -477,6 +484,7 @@ class Indexes:
 
     def _follow_vectors(self, change: Change) -> None:
         lost = change.deleted + change.unvectored + [row[0] for row in change.retexted]
+        self._budget.follow(change, lost)
         for model, index in self._vectors.items():
             with index._lock:
                 if index.stale:
@@ -497,18 +505,22 @@ class Indexes:
                         self._standing.pop(vectors_key(model), None)  # a vector replaced
 
     def passage_spans(
-        self, model: str, vector: np.ndarray, ids: list[str]
+        self, model: str, vector: np.ndarray, ids: list[str], namespace: str | None = None
     ) -> dict[str, tuple[int, int]]:
-        """event id -> the characters ``(start, stop)`` of its passage closest to
-        ``vector``, for the events of ``ids`` stored as passages (long texts)."""
+        """event id -> ``(start, stop)`` of its passage closest to ``vector`` (long texts)."""
         return matched_spans(
-            self.vectors(model), lambda keys: self.store.vectors.spans(model, keys), vector, ids
+            self.searcher(model, namespace, search=False),
+            lambda keys: self.store.vectors.spans(model, keys),
+            vector,
+            ids,
         )
 
     def add_passages(self, model: str, vector: np.ndarray, records: list[dict[str, Any]]) -> None:
         """Set ``passage_start``/``passage_stop`` of each record (by ``id``) whose event is
         stored as passages (None for the others)."""
-        spans = self.passage_spans(model, vector, [r["id"] for r in records])
+        names = {r.get("namespace") for r in records}  # one: that namespace's searcher
+        ids = [r["id"] for r in records]
+        spans = self.passage_spans(model, vector, ids, names.pop() if len(names) == 1 else None)
         for record in records:
             record["passage_start"], record["passage_stop"] = spans.get(record["id"], (None, None))
 
@@ -523,6 +535,7 @@ class Indexes:
         """Rebuild every index on its next use."""
         for index in self._vectors.values():
             index.stale = True
+        self._budget.invalidate()
         self._keywords.stale = True
         self._standing.clear()
 
@@ -530,6 +543,7 @@ class Indexes:
         """Drop what the indexes hold (the store closed)."""
         self.wait_for_saves()
         self._vectors.clear()
+        self._budget.invalidate()
         self._keywords = KeywordIndex()
         self._standing.clear()
 

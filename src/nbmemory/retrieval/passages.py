@@ -28,7 +28,7 @@ import pandas as pd
 from ..store.vectors import passage_key
 
 if TYPE_CHECKING:
-    from .vector_index import VectorIndex
+    from .vector_budget import Searcher
 
 #: ``spans_of(text)``: the character span of each token (word-piece) of the text.
 SpansOf = Callable[[str], Sequence[tuple[int, int]]]
@@ -283,7 +283,7 @@ def make_splitter(embedder: object, fallback_window: int) -> Splitter:
 
 
 def matched_spans(
-    index: VectorIndex,
+    index: Searcher,
     spans_of_keys: Callable[[list[str]], dict[str, tuple[int, int]]],
     vector: np.ndarray,
     ids: Sequence[str],

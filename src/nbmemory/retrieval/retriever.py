@@ -206,7 +206,8 @@ class Retriever:
             hits = rerank_frame(hits, query, reranker, top_n=s.rerank_top_n, limit=limit)
             columns = [*SEARCH_COLUMNS, "rerank_score"]
         frame = hits.reindex(columns=columns)
-        passage_columns(frame, self.indexes.passage_spans(self.model, vector, list(frame["id"])))
+        spans = self.indexes.passage_spans(self.model, vector, list(frame["id"]), ns)
+        passage_columns(frame, spans)
         frame.attrs.update(query=query, threshold=threshold, mode=mode)
         if threshold is not None and frame.empty:
             best = self.vector_search(vector, ns, limit=1, filters=flt, since=start, until=end)
@@ -238,7 +239,7 @@ class Retriever:
         ties broken the same way (newest first, then id).
         """
         allowed = self._allowed_ids(namespace, filters or {}, since, until)
-        hits = self.indexes.vectors(self.model).search(
+        hits = self.indexes.searcher(self.model, namespace).search(
             vector, limit, namespace=namespace, threshold=threshold, strict=strict,
             exclude_ids=exclude_ids, allowed=allowed,
         )  # fmt: skip
@@ -276,7 +277,7 @@ class Retriever:
     ) -> list[HybridHit]:
         """Keyword or hybrid ranking from the in-memory indexes."""
         s = self._settings_of(settings)
-        vectors = self.indexes.vectors(self.model)
+        vectors = self.indexes.searcher(self.model, namespace)
         keywords = self.indexes.keywords()
         if mode == "keyword":
             # with a cosine threshold, look further down the keyword ranking
@@ -313,8 +314,8 @@ class Retriever:
         (what :func:`nbmemory.research.fitting.fit_weights` learns from)."""
         s = self._settings_of(settings)
         return find_candidates(
-            self.indexes.vectors(self.model), self.indexes.keywords(), query,
-            self.embed_query(query), namespace=self._namespace(namespace), floor=floor,
+            self.indexes.searcher(self.model, self._namespace(namespace)), self.indexes.keywords(),
+            query, self.embed_query(query), namespace=self._namespace(namespace), floor=floor,
             candidates=s.hybrid_candidates,
         )  # fmt: skip
 
@@ -445,7 +446,7 @@ class Retriever:
         candidates = self.salient_ids.get(namespace, threshold) if limit else frozenset()
         if not candidates:
             return []
-        hits: list[tuple[str, float]] = self.indexes.vectors(self.model).search(
+        hits: list[tuple[str, float]] = self.indexes.searcher(self.model, namespace).search(
             vector, limit, namespace=namespace, allowed=candidates
         )
         return hits

@@ -345,7 +345,7 @@ class Store(PlainSQL):
         ) from None
 
     def stream(
-        self, sql: str, params: Params, rows: int, *, lean: bool = False
+        self, sql: str, params: Params, rows: int, *, lean: bool | str = False
     ) -> Iterator[pa.RecordBatch]:
         """The result of one statement as Arrow record batches of ``rows`` rows, read
         under the lock (consume it fully: the connection is busy until then).
@@ -353,13 +353,18 @@ class Store(PlainSQL):
         ``lean=True`` is for a scan read once into a cache of our own (the vector
         index): DuckDB's buffer pool would otherwise keep the blocks it read, up to
         80% of RAM (at 1M vectors, 1 GB more peak RSS for nothing), so its memory
-        limit is lowered to :data:`.lean_scan.LEAN_SCAN_MEMORY` for the scan and put back after.
+        limit is lowered to :data:`.lean_scan.LEAN_SCAN_MEMORY` (or to ``lean`` given as a
+        limit) for the scan and put back after.
         """
         with self._guard():
             self.statements_run += 1
             try:
                 with (
-                    self._lean_scans.lean(self._cursor, lambda: self.con is not None)
+                    self._lean_scans.lean(
+                        self._cursor,
+                        lambda: self.con is not None,
+                        lean if isinstance(lean, str) else None,
+                    )
                     if lean
                     else contextlib.nullcontext()
                 ):

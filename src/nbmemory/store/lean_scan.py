@@ -21,6 +21,10 @@ import duckdb
 LEAN_SCAN_MEMORY = "64MB"
 #: The same on a lake, whose Parquet row groups are decompressed whole: kept higher.
 LAKE_SCAN_MEMORY = "256MB"
+#: The same for a filtered scan (one namespace's vectors): DuckDB holds the batches
+#: its threads filtered until their turn comes (insertion order), which ran out of
+#: 64MB on a namespace of 250k vectors in a store of 1M.
+FILTERED_SCAN_MEMORY = "256MB"
 
 
 def _memory_limit(cursor: duckdb.DuckDBPyConnection) -> str:
@@ -39,7 +43,10 @@ class LeanScans:
 
     @contextlib.contextmanager
     def lean(
-        self, cursor_of: Callable[[], duckdb.DuckDBPyConnection], is_open: Callable[[], bool]
+        self,
+        cursor_of: Callable[[], duckdb.DuckDBPyConnection],
+        is_open: Callable[[], bool],
+        limit: str | None = None,
     ) -> Iterator[None]:
         cursor = cursor_of()
         shown = _memory_limit(cursor)
@@ -51,7 +58,7 @@ class LeanScans:
         if shown != after:
             original = shown
         # SET takes no parameters: the values are DuckDB's own setting and our constants
-        cursor.execute(f"SET memory_limit = '{self.limit.replace(chr(39), '')}'")
+        cursor.execute(f"SET memory_limit = '{(limit or self.limit).replace(chr(39), '')}'")
         try:
             yield
         finally:
