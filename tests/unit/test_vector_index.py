@@ -295,6 +295,26 @@ def _memory_limit(mem: Memory) -> str:
     return mem.store.fetchone("SELECT current_setting('memory_limit')")[0]
 
 
+def _bytes(shown: str) -> float:
+    number, unit = shown.split()
+    return float(number) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[unit]
+
+
+def test_a_store_keeps_duckdbs_memory_to_a_quarter_of_the_machine(store_path):
+    """A memory library runs inside someone else's process: DuckDB's buffer pool may
+    take a quarter of the machine (at least 512 MB), not DuckDB's own 80%."""
+    import os
+
+    from nbmemory.store.files import memory_limit
+
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    wanted = max(512, (total >> 20) // 4) * 1000**2  # DuckDB's MB are 10^6 bytes
+    assert memory_limit() == f"{max(512, (total >> 20) // 4)}MB"
+    with Memory(store_path, embedder=RandomEmbedder()) as mem:
+        shown = _bytes(_memory_limit(mem))
+        assert abs(shown - wanted) <= 0.1 * 2**30 and shown < 0.5 * total
+
+
 def test_building_the_index_leaves_duckdbs_memory_limit_as_it_was(store_path):
     """The build lowers DuckDB's cache for its one big scan, and puts the limit back:
     neither drifting (DuckDB shows it rounded down) nor dropping the user's own."""

@@ -161,7 +161,12 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         check_store_path(path, read_only=read_only)
     try:
         con = duckdb.connect(
-            path, read_only=read_only, config={"storage_compatibility_version": STORAGE_VERSION}
+            path,
+            read_only=read_only,
+            config={
+                "storage_compatibility_version": STORAGE_VERSION,
+                "memory_limit": memory_limit(),
+            },
         )
     except duckdb.IOException as exc:
         message = str(exc)
@@ -190,6 +195,19 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         ) from None
     quiet(con)
     return con
+
+
+def memory_limit() -> str:
+    """DuckDB's memory limit for a store: a quarter of the machine's memory, at least
+    512 MB.  DuckDB's own default, 80% of RAM, is a database's; a memory library runs
+    inside someone else's process, and its buffer pool would keep what it read up to
+    that.  (Our scans read into caches of our own lower it further: :mod:`.lean_scan`.)
+    A limit set with ``mem.store.execute("SET memory_limit = ...")`` is kept."""
+    try:
+        total = int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return "512MB"
+    return f"{max(512, (total >> 20) // 4)}MB"
 
 
 def quiet(con: duckdb.DuckDBPyConnection) -> None:

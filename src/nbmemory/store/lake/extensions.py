@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from ...errors import StoreError
-from ..files import quiet
+from ..files import memory_limit, quiet
 
 #: What ``LOAD`` takes -> the PyPI package that carries the extension.
 PACKAGES = {
@@ -51,6 +51,7 @@ def connect() -> duckdb.DuckDBPyConnection:
         config={
             "extension_directory": extension_directory(),
             "autoinstall_known_extensions": False,
+            "memory_limit": memory_limit(),
         },
     )
     quiet(con)
