@@ -473,9 +473,13 @@ def test_a_check_recorded_within_the_margin_of_a_copys_change_is_done_again(save
     first = min(min(st.st_mtime_ns, st.st_ctime_ns) for st in copies)
     changed = max(max(st.st_mtime_ns, st.st_ctime_ns) for st in copies)
     os.utime(record, ns=(first + SETTLE_NS - 1, first + SETTLE_NS - 1))
-    with open_mem(saved) as mem:
-        counts(mem)
-        assert mem.indexes.cache.trusted == 0  # the rows were hashed
+    # the first index checked records its check anew, and a record written now may be
+    # past the margin (a slow run): the second index is held to the doctored record
+    with monkeypatch.context() as patch:
+        patch.setattr(IndexCache, "mark_checked", lambda *args, **kwargs: None)
+        with open_mem(saved) as mem:
+            counts(mem)
+            assert mem.indexes.cache.trusted == 0  # the rows were hashed
     os.utime(record, ns=(changed + SETTLE_NS, changed + SETTLE_NS))
     _no_hashing(monkeypatch)
     with open_mem(saved) as mem:
