@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import warnings
 import zipfile
 from pathlib import Path
@@ -675,22 +676,27 @@ def test_a_foreign_write_before_a_vector_mode_session_is_not_carried_past_it(che
         assert counts(mem)["keyword loads"] == 0 and counts(mem)["keyword rebuilds"] == 1
 
 
+def hold_save(monkeypatch, name: str, waiter: str) -> threading.Event:
+    """Hold ``IndexCache.<name>`` back until the event returned is set (a save that
+    waits 30 s fails: ``waiter`` waited for it)."""
+    release, saving = threading.Event(), getattr(IndexCache, name)
+
+    def held_save(self, *args, **kwargs):
+        assert release.wait(30), f"{waiter} waited for the save"
+        return saving(self, *args, **kwargs)
+
+    monkeypatch.setattr(IndexCache, name, held_save)
+    return release
+
+
 def test_a_first_search_returns_while_its_vector_copy_is_still_being_saved(store_path, monkeypatch):
     """The reader that builds the vector index saves its copy off the query path: the
     search answers while the save is held back, and the copy written afterwards is
     loaded by the next open with the same answers."""
-    import threading
-
     with open_mem(store_path, index_cache=False) as mem:  # no copy saved after the ingest
         fill(mem, 200)
-    release = threading.Event()
     saving = IndexCache.save_vectors
-
-    def held_save(self, *args, **kwargs):
-        assert release.wait(30), "the search waited for the save"
-        return saving(self, *args, **kwargs)
-
-    monkeypatch.setattr(IndexCache, "save_vectors", held_save)
+    release = hold_save(monkeypatch, "save_vectors", "the search")
     mem = open_mem(store_path)
     try:
         first = list(mem.search("boat lake", mode="vector", limit=5)["id"])

@@ -9,14 +9,13 @@ every row: no hashing either) and answers as a rebuilt index would.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
-from test_index_cache import _no_hashing, answers, counts, fill, open_mem
+from test_index_cache import _no_hashing, answers, counts, fill, hold_save, open_mem
 from test_index_cache import settled as settled  # the fixture: fresh file times trusted
 
-from nbmemory.retrieval.index_cache import SUFFIX, IndexCache
+from nbmemory.retrieval.index_cache import SUFFIX
 
 pytestmark = pytest.mark.slow
 
@@ -44,14 +43,7 @@ def test_the_next_process_after_a_bulk_ingest_loads_both_copies_without_hashing(
 def test_flush_returns_while_the_copies_are_written_and_close_waits_for_them(
     store_path, monkeypatch
 ):
-    release = threading.Event()
-    saving = IndexCache.save_keywords
-
-    def held_save(self, *args, **kwargs):
-        assert release.wait(30), "flush waited for the save"
-        return saving(self, *args, **kwargs)
-
-    monkeypatch.setattr(IndexCache, "save_keywords", held_save)
+    release = hold_save(monkeypatch, "save_keywords", "flush")
     mem = open_mem(store_path)
     try:
         fill(mem, 200)  # returned: the keyword copy is held back
