@@ -16,6 +16,7 @@ from nbmemory.research.corpora import (
     parse_corpora,
 )
 from nbmemory.research.corpora.long_locomo import MAX_CHARS, MIN_CHARS, reshape_long
+from nbmemory.research.corpora.plain_locomo import strip_speakers
 from nbmemory.research.corpora.tech_chat import ANSWER_MAX, ANSWER_MIN, CATEGORY_NAMES, tech_chat
 from nbmemory.research.datasets import LocomoConversation, read_locomo
 from nbmemory.research.generalisation import BASELINES, RRF_K, evaluate_corpora, rrf
@@ -132,6 +133,24 @@ def test_locomo_long_on_the_five_conversations(locomo_dir) -> None:
         assert all(set(e) <= ids and e for e in conv.answerable()["evidence"])
 
 
+def test_locomo_plain_keeps_each_turns_text_without_its_speakers_name(tiny_locomo_path) -> None:
+    conversation = read_locomo(tiny_locomo_path)
+    plain = strip_speakers(conversation)
+    assert plain.conversation_id == f"{conversation.conversation_id}-plain"
+    named = conversation.turns.set_index("dia_id")
+    stripped = plain.turns.set_index("dia_id")
+    assert (named["content"].str.match(r"^[A-Z][a-z]+: ")).all()
+    assert not stripped["content"].str.match(r"^[A-Z][a-z]+: ").any()
+    assert (stripped["content"] == named["text"]).all()
+    # everything else is the conversation's: speakers (stored as roles), dates, questions
+    cols = ["session", "speaker", "text", "created_at"]
+    assert stripped[cols].equals(named[cols])
+    assert plain.questions.equals(conversation.questions)
+    assert "content" in conversation.turns and conversation.turns.equals(
+        read_locomo(tiny_locomo_path).turns
+    )
+
+
 def test_leave_one_out_holds_each_out_once() -> None:
     splits = list(leave_one_out(["a", "b", "c"]))
     assert splits == [(["b", "c"], "a"), (["a", "c"], "b"), (["a", "b"], "c")]
@@ -224,7 +243,7 @@ def test_cli_eval_corpora(capsys, monkeypatch) -> None:
     assert main(["eval", "corpora", "--by-category", "--embedder", "hash", "--k", "3,5"]) == 0
     out = capsys.readouterr().out
     assert "tech-chat: 1 conversation(s), 60 messages, 24 questions" in out
-    assert "left out locomo, locomo-long: set NBMEMORY_LOCOMO_PATH" in out
+    assert "left out locomo, locomo-long, locomo-plain: set NBMEMORY_LOCOMO_PATH" in out
     for ranking in BASELINES:
         assert ranking in out
     assert "recall@3" in out and "hit@5" in out and "updated (6)" in out

@@ -368,7 +368,8 @@ def test_a_single_hybrid_hit_has_its_real_fused_score() -> None:
             + w["length"] * math.log1p(terms) / math.log1p(terms)  # over the longest: itself
         )
         assert hit["score"] == pytest.approx(expected)
-        assert "mention" in hit["signals"]
+        # a signal is named only when its weight counts (mention is 0 by default)
+        assert ("mention" in hit["signals"]) == (w["mention"] != 0)
         # no shared word, similar spelling (character trigrams): cosine alone
         hit = mem.search("kioto brekfast", mode="hybrid").iloc[0]
         assert hit["keyword_score"] == 0

@@ -123,15 +123,15 @@ def _add_corpora(datasets: argparse._SubParsersAction) -> None:
         "corpora",
         help="default hybrid vs cosine vs keywords vs RRF on each development corpus",
         description="Build the development corpora (LoCoMo, LoCoMo re-shaped into long "
-        "messages, a generated technical chat), store them and print recall@k, MRR and hit@k "
+        "messages, LoCoMo stored without speakers' names, a generated technical chat), store them and print recall@k, MRR and hit@k "
         "of the default hybrid ranking, cosine only, keywords only and their reciprocal-rank "
         "fusion, per corpus: whether the fusion holds on conversations it was not fitted to.",
     )
     corpora.add_argument(
         "--corpus",
         default=None,
-        help="corpora, comma-separated: locomo, locomo-long, tech-chat (default: all; the "
-        "LoCoMo ones only when --locomo or $NBMEMORY_LOCOMO_PATH names the data)",
+        help="corpora, comma-separated: locomo, locomo-long, locomo-plain, tech-chat (default: "
+        "all; the LoCoMo ones only when --locomo or $NBMEMORY_LOCOMO_PATH names the data)",
     )
     corpora.add_argument("--locomo", metavar="PATH", default=None, help="the LoCoMo folder")
     corpora.add_argument("--k", default="5,10", help="cut-offs, comma-separated (default 5,10)")

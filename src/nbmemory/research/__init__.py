@@ -3,7 +3,8 @@ DataFrames of how memory behaves, and plotly figures of it.
 
 * :mod:`.datasets` — LoCoMo conversations loaded into a store;
 * :mod:`.corpora` — development corpora of other shapes built in the repository
-  (LoCoMo re-shaped into long messages, a generated technical chat);
+  (LoCoMo re-shaped into long messages, LoCoMo stored without speakers' names,
+  a generated technical chat);
 * :mod:`.evaluation` — recall@k, precision@k, MRR per strategy, threshold sweeps;
 * :mod:`.generalisation` — the default ranking beside cosine, keywords and RRF on
   every corpus (``nbmemory.research.evaluate_corpora``);

@@ -8,6 +8,8 @@ conversations of other shapes than LoCoMo's short turns:
   ``$NBMEMORY_LOCOMO_PATH``, never copied into the repository);
 * ``locomo-long`` — the same conversations re-shaped into messages of
   1,500-3,500 characters, some with pasted code or logs (:mod:`.long_locomo`);
+* ``locomo-plain`` — the same conversations as an agent stores them: each turn's
+  text alone, without the ``"Name: "`` prefix (:mod:`.plain_locomo`);
 * ``tech-chat`` — a generated user–assistant technical chat over several days,
   long answers with code and logs, facts at the start, middle and end of a
   message, and facts corrected later (:mod:`.tech_chat`).
@@ -32,6 +34,7 @@ from ..datasets import LoadedConversation, LocomoConversation, load_conversation
 from ..datasets import read_locomo as _read_locomo
 from ..evaluation import CATEGORIES as LOCOMO_CATEGORIES
 from .long_locomo import reshape_long
+from .plain_locomo import strip_speakers
 from .tech_chat import CATEGORY_NAMES as TECH_CATEGORIES
 from .tech_chat import tech_chat
 
@@ -68,6 +71,10 @@ def _locomo_long(path: str | os.PathLike[str] | None, seed: int) -> list[LocomoC
     return [reshape_long(c, seed=seed) for c in _locomo(path, seed)]
 
 
+def _locomo_plain(path: str | os.PathLike[str] | None, seed: int) -> list[LocomoConversation]:
+    return [strip_speakers(c) for c in _locomo(path, seed)]
+
+
 def _tech_chat(path: str | os.PathLike[str] | None, seed: int) -> list[LocomoConversation]:
     return tech_chat(seed)
 
@@ -86,6 +93,12 @@ CORPORA: dict[
     "locomo-long": (
         _locomo_long,
         "LoCoMo re-shaped: 1.5-3.5k-character messages, some with code or logs",
+        LOCOMO_CATEGORIES,
+        True,
+    ),
+    "locomo-plain": (
+        _locomo_plain,
+        "LoCoMo turns as an agent stores them: the text alone, no 'Name:' prefix",
         LOCOMO_CATEGORIES,
         True,
     ),
