@@ -4,8 +4,8 @@ Each candidate memory of a hybrid search is described by the numbers in
 :data:`FEATURES` (its cosine similarity, its BM25 score, its neighbours', whether
 the question's speaker wrote it, whether it was written in the period the
 question names ...), and scored by their weighted sum.  The weights in
-:data:`DEFAULT_WEIGHTS` were fitted on the five LoCoMo conversations
-(``nbmemory eval locomo PATH --fit``, :func:`nbmemory.research.fitting.fit_weights`):
+:data:`DEFAULT_WEIGHTS` were fitted across the development corpora at once
+(:mod:`nbmemory.research.corpora`; :func:`nbmemory.research.fitting.fit_weights`):
 a listwise model (softmax over each question's candidates, the evidence turns
 as targets), so they are a few numbers, not a model file, and refitting them on
 a user's own labelled conversations is a command.
