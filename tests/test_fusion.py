@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -299,3 +300,61 @@ def test_weights_that_rank_by_what_neither_input_sees_fall_back_to_rrf():
         mem.configure(fusion_weights=None)
         hits = mem.search("who painted the lighthouse?", limit=5)
         assert not hits["signals"].str.contains("fallback").any()
+
+
+# -- the recipe of the shipped weights (nbmemory.research.default_weights) -------------------
+def _tagged(corpus: str, conversation: str, samples: list[Sample]) -> list[Sample]:
+    return [dataclasses.replace(s, corpus=corpus, conversation=conversation) for s in samples]
+
+
+def test_the_recipe_weighs_corpora_and_holds_mention_at_zero():
+    from nbmemory.research.default_weights import RECIPE, fit, weighted
+
+    rng = np.random.default_rng(1)
+    mention = list(FEATURES).index("mention")
+    locomo = _tagged("locomo", "conv-1", _samples(rng, 100, mention))
+    tech = _tagged("tech-chat-0", "ledger", _samples(rng, 25, mention))
+    tech += _tagged("tech-chat-1", "atlas", _samples(rng, 25, mention))
+    ready = weighted(locomo + tech)
+    # 1/sqrt(questions) per corpus; the technical chat's seeds are one corpus, counted twice
+    assert ready[0].weight == pytest.approx(1 / 10)
+    assert ready[-1].weight == pytest.approx(RECIPE.tech_weight / np.sqrt(50))
+    assert not any(s.features[:, mention].any() for s in ready)
+    assert locomo[0].features[:, mention].any()  # the samples given are not changed
+    # mention tells the evidence apart here, and still gets no weight
+    assert fit_weights(locomo + tech)["mention"] > 0.5
+    weights = fit(locomo + tech)
+    assert weights["mention"] == 0.0
+    assert all(round(w, 2) == w for w in weights.values())
+
+
+def test_the_recipe_holds_a_locomo_conversation_out_in_all_its_forms():
+    from nbmemory.research.default_weights import fold, judge
+
+    rng = np.random.default_rng(2)
+    by_cosine = list(FEATURES).index("cosine_rank")
+    samples = []
+    for conversation in ("conv-1", "conv-2", "conv-3"):
+        for corpus, suffix in (
+            ("locomo", ""),
+            ("locomo-long", "-long"),
+            ("locomo-plain", "-plain"),
+        ):
+            samples += _tagged(corpus, conversation + suffix, _samples(rng, 6, by_cosine))
+    for seed in (0, 1):
+        for project in ("atlas", "beacon", "ledger"):
+            samples += _tagged(f"tech-chat-{seed}", project, _samples(rng, 4, by_cosine))
+    bases = ["conv-1", "conv-2", "conv-3"]
+    folds = {(s.corpus, s.conversation): fold(s, locomo=bases) for s in samples}
+    for base in bases:
+        forms = {v for (c, conv), v in folds.items() if conv.startswith(base)}
+        assert len(forms) == 1
+    assert len({v for (c, _), v in folds.items() if c.startswith("tech")}) == 5
+    table = judge(samples)
+    assert set(table.index.get_level_values("corpus")) == {
+        "locomo", "locomo-long", "locomo-plain", "tech-chat"
+    }  # fmt: skip
+    assert set(table.index.get_level_values("ranking")) == {"held out", "cosine", "keywords"}
+    assert table.loc[("tech-chat", "held out"), "questions"] == 24
+    # the evidence is the candidate with the largest cosine rank: the cosine order finds it
+    assert table.loc[("locomo", "cosine"), "recall@10"] > 0.8

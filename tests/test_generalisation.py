@@ -15,7 +15,9 @@ import pandas as pd
 import pytest
 
 from nbmemory import Memory
+from nbmemory.config import DEFAULT_WEIGHTS
 from nbmemory.research.corpora import build_corpus, load_corpus
+from nbmemory.research.default_weights import corpus_samples, fit, tech_corpus
 from nbmemory.research.generalisation import BASELINES, evaluate_corpora
 
 RANKINGS = {name: BASELINES[name] for name in ("default", "cosine", "keywords")}
@@ -35,6 +37,7 @@ def other_corpora(real_embedder, locomo_dir):
     corpora = [build_corpus(n, locomo_path=locomo_dir) for n in names]
     loaded = {c.name: load_corpus(c, memory) for c in corpora}
     result = evaluate_corpora(memory, corpora, k=(5, 10), strategies=RANKINGS, loaded=loaded)
+    result.memory, result.loaded = memory, loaded  # for the refit below
     yield result
     memory.close()
 
@@ -79,3 +82,21 @@ def test_the_default_leads_its_inputs_on_turns_stored_without_names(other_corpor
     assert table.loc["default", "recall@10"] >= 0.72, table
     assert _lead(table) >= MARGIN["locomo-plain"], table
     assert table.loc["default", "guard"] <= 0.05, table
+
+
+def test_the_shipped_weights_are_what_their_recipe_fits(other_corpora, locomo) -> None:
+    """``DEFAULT_WEIGHTS`` come from code in the repository, not from a session's
+    notebook: the recipe fitted on the same corpora gives them back (to a rounding)."""
+    memory, loaded = other_corpora.memory, other_corpora.loaded
+    samples = []
+    for mem, conversation in locomo.all():
+        samples += corpus_samples(mem, "locomo", [conversation])
+    for name in ("locomo-long", "locomo-plain"):
+        samples += corpus_samples(memory, name, loaded[name])
+    samples += corpus_samples(memory, "tech-chat-0", loaded["tech-chat"])
+    for seed in (1, 2):
+        corpus = tech_corpus(seed)
+        samples += corpus_samples(memory, corpus.name, load_corpus(corpus, memory))
+    fitted = fit(samples)
+    far = {n: (fitted[n], w) for n, w in DEFAULT_WEIGHTS.items() if abs(fitted[n] - w) > 0.02}
+    assert not far, far

@@ -405,7 +405,8 @@ SIGNALS: dict[str, tuple[str, ...]] = {
 #: corpus's questions), the technical chat's three seeds one corpus counted twice (so
 #: it weighs about as much as each LoCoMo form), L2 0.03, ``mention`` held at 0;
 #: judged by leaving out one of five folds of conversations (a LoCoMo conversation
-#: always with its other forms); all-MiniLM-L6-v2 (docs/retrieval.md).
+#: always with its other forms); all-MiniLM-L6-v2 (docs/retrieval.md).  The recipe is
+#: ``nbmemory.research.default_weights``; ``benchmarks/default_weights.py`` runs it.
 #: ``mention`` is 0 (it was fitted at 0.85 before): a signal whose sign depends on
 #: whether speakers' names are written in the text is not a default.
 DEFAULT_WEIGHTS: dict[str, float] = {name: 0.0 for name in FEATURES}

@@ -69,6 +69,14 @@ class Sample:
     weight: float = 1.0
     #: evidence memories in all (some may not be among the candidates)
     evidence: int = 0
+    #: each candidate's session code, and whether the question asks for several
+    #: things: what the diversity step of a search reads (:func:`ranked`)
+    sessions: np.ndarray | None = None
+    several: bool = False
+    #: the question's category (LoCoMo's 1-4, or a corpus's own), 0 when unknown
+    category: int = 0
+    #: the corpus it comes from, when fitting across several (:mod:`.default_weights`)
+    corpus: str = ""
 
 
 def collect_samples(
@@ -90,6 +98,9 @@ def collect_samples(
                     found.features,
                     np.array([i in relevant for i in found.ids], dtype=bool),
                     evidence=len(relevant),
+                    sessions=np.asarray(found.sessions),
+                    several=found.several,
+                    category=int(q.category),
                 )
             )
     return samples

@@ -132,7 +132,7 @@ def hybrid_rank(
         scores = rrf_scores(found.features)
         order = sorted(range(len(found.ids)), key=lambda i: (-scores[i], found.ids[i]))
     elif diversity > 0 and found.several:
-        order = _spread(order, scores, found.sessions, diversity, limit)
+        order = spread(order, scores, found.sessions, diversity, limit)
     hits = [_hit(found, i, float(scores[i]), weights) for i in order[:limit]]
     if fallback:
         for hit in hits:
@@ -339,7 +339,7 @@ def _dates(question: str, mine: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]
     return written.astype(np.float64), said.astype(np.float64), later.astype(np.float64)
 
 
-def _spread(
+def spread(
     order: list[int], scores: np.ndarray, sessions: np.ndarray, cost: float, limit: int
 ) -> list[int]:
     """``order`` with its best :data:`DIVERSITY_POOL` re-picked greedily: each pick
