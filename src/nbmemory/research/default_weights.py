@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import FEATURES, Settings
-from ..retrieval.hybrid import disagrees, rrf_scores, spread
+from ..retrieval.hybrid import fused_order, rrf_scores
 from .corpora import Corpus, build_corpus, load_corpus
 from .fitting import Sample, collect_samples, fit_weights
 
@@ -132,17 +132,17 @@ def ranked(
     sample: Sample, weights: Mapping[str, float], diversity: float | None = None
 ) -> list[int]:
     """The top 10 candidates of ``sample`` as the hybrid search orders them with
-    ``weights`` (the guard, and the diversity step on questions asking for several)."""
+    ``weights`` (:func:`~nbmemory.retrieval.hybrid.fused_order`: the guard, and the
+    diversity step on questions asking for several things)."""
     if diversity is None:
         diversity = Settings().diversity_weight
     w = np.array([weights.get(name, 0.0) for name in FEATURES])
-    scores = sample.features @ w
-    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
-    if disagrees(sample.features, order):
-        scores = rrf_scores(sample.features)
-        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
-    elif diversity > 0 and sample.several and sample.sessions is not None:
-        order = spread(order, scores, sample.sessions, diversity, 10)
+    order, _, _ = fused_order(
+        sample.features,
+        w,
+        diversity=diversity if sample.several else 0.0,
+        sessions=sample.sessions,
+    )
     return order[:10]
 
 

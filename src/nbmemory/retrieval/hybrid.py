@@ -125,19 +125,46 @@ def hybrid_rank(
     )
     if found is None:
         return []
-    scores = found.features @ weights
-    order = sorted(range(len(found.ids)), key=lambda i: (-scores[i], found.ids[i]))
-    fallback = guard and keyword_scale > 0 and disagrees(found.features, order)
-    if fallback:  # the signals disagree: the plain fusion of the two rankings
-        scores = rrf_scores(found.features)
-        order = sorted(range(len(found.ids)), key=lambda i: (-scores[i], found.ids[i]))
-    elif diversity > 0 and found.several:
-        order = spread(order, scores, found.sessions, diversity, limit)
+    order, scores, fallback = fused_order(
+        found.features,
+        weights,
+        guard=guard and keyword_scale > 0,
+        diversity=diversity if found.several else 0.0,
+        sessions=found.sessions,
+        limit=limit,
+    )
     hits = [_hit(found, i, float(scores[i]), weights) for i in order[:limit]]
     if fallback:
         for hit in hits:
             hit.signals.append("fallback")
     return hits
+
+
+def fused_order(
+    features: np.ndarray,
+    weights: np.ndarray,
+    *,
+    guard: bool = True,
+    diversity: float = 0.0,
+    sessions: np.ndarray | None = None,
+    limit: int = 10,
+) -> tuple[list[int], np.ndarray, bool]:
+    """(candidates best first, their scores, whether the guard fell back to RRF).
+
+    Candidates come in id order (:func:`find_candidates`), so equal scores keep it.
+    With ``diversity`` (a question asking for several things) and ``sessions``, the
+    best are re-picked across sessions (:func:`spread`); the search and the fit's
+    held-out ranking (:mod:`nbmemory.research.default_weights`) both order by this.
+    """
+    scores = features @ weights
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    if guard and disagrees(features, order):  # the plain fusion of the two rankings
+        scores = rrf_scores(features)
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        return order, scores, True
+    if diversity > 0 and sessions is not None:
+        order = spread(order, scores, sessions, diversity, limit)
+    return order, scores, False
 
 
 def disagrees(features: np.ndarray, order: list[int]) -> bool:
