@@ -84,6 +84,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             first_cases.add(sweep)
 
 
+# -- where the two workers' time went (pytest-xdist; printed at the end of the run) ---------
+_PHASES: list[tuple[str, float, float, str]] = []  # worker, start, stop, test
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """On xdist's controller: each phase of each test, with the worker that ran it."""
+    node = getattr(report, "node", None)
+    if node is not None:
+        _PHASES.append((node.gateway.id, report.start, report.stop, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line per worker: busy seconds and when it ran out of tests.  A worker
+    done long before the other is time CI waits for nothing (the run's order is
+    xdist's); ``$NBMEMORY_TEST_TIMELINE`` names a file for every phase."""
+    if not _PHASES:
+        return
+    begin = min(start for _, start, _, _ in _PHASES)
+    workers: dict[str, list[float]] = {}
+    for worker, start, stop, _ in _PHASES:
+        busy = workers.setdefault(worker, [0.0, 0.0])
+        busy[0] += stop - start
+        busy[1] = max(busy[1], stop - begin)
+    end = max(done for _, done in workers.values())
+    terminalreporter.write_line(
+        "workers: "
+        + "; ".join(
+            f"{w} busy {busy:.0f} s, out of tests at {done:.0f} s (idle {end - done:.0f} s)"
+            for w, (busy, done) in sorted(workers.items())
+        )
+    )
+    path = os.environ.get("NBMEMORY_TEST_TIMELINE")
+    if path:
+        with open(path, "w", encoding="utf-8") as out:
+            for worker, start, stop, test in sorted(_PHASES, key=lambda p: p[1]):
+                out.write(f"{worker}\t{start - begin:.2f}\t{stop - begin:.2f}\t{test}\n")
+
+
 @pytest.fixture(autouse=True)
 def _no_leftover_underscore():
     """Doctests leave ``builtins._`` behind (Python's displayhook sets it), and an
