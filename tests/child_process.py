@@ -40,3 +40,14 @@ def expect(child: subprocess.Popen, prefix: str) -> str:
             raise AssertionError(f"child ended before {prefix!r}: {child.stderr.read()}")
         if line.startswith(prefix):
             return line[len(prefix) :].strip()
+
+
+def release_together(children: list[subprocess.Popen]) -> None:
+    """Wait until every child has printed ``ready``, then tell them all ``go``: they
+    start their race within a few milliseconds of each other."""
+    for child in children:
+        expect(child, "ready")
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()

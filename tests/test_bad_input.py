@@ -478,7 +478,10 @@ def test_a_file_that_is_not_duckdb_is_refused_and_left_untouched(tmp_path, kind,
     else:
         path.write_bytes(np.random.default_rng(0).bytes(64 * 1024))
     before, mtime = path.read_bytes(), path.stat().st_mtime_ns
-    match = "SQLite database, not a DuckDB store" if kind == "sqlite" else "not a DuckDB database"
+    match = {
+        "sqlite": "SQLite database, not a DuckDB store",
+        "empty": r"is empty \(0 bytes\): it holds nothing.*Delete it",
+    }.get(kind, "not a DuckDB database")
     message = _refused(str(path), match, shared=shared)
     assert "nothing was changed" in message
     assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -332,6 +333,50 @@ def test_a_store_killed_at_any_moment_of_its_opening_opens_again(tmp_path):
             open_killed(path, took * step / 6)  # from before the file exists to after
             with Memory(path, embedder="hash") as mem:
                 assert len(mem.events()) == (3 if kind == "old" else 0)
+
+
+OPEN_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from nbmemory import Memory
+
+Memory(sys.argv[1], embedder="hash").close()
+"""
+
+
+def _strace() -> str:
+    found = shutil.which("strace")
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail("strace is required in CI (.ci/run installs it)")
+    pytest.skip("strace is not installed (apt-get install strace): it kills the child at a write")
+
+
+def test_a_new_store_killed_at_each_write_of_its_creation_opens_again(tmp_path):
+    """strace kills the child at its 1st, 2nd, 3rd... ``pwrite`` (DuckDB writes every
+    byte of a store file with it), until one child gets through: after each kill the
+    store opens, empty, and nothing but the store is left beside it.  Before stores
+    were created under another name and linked into place, the kills at the 1st to
+    3rd write left a file of 0, 4,096 or 8,192 bytes that no DuckDB opens."""
+    strace = _strace()
+    for n in range(1, 200):
+        path = tmp_path / f"new-{n}.duckdb"
+        result = subprocess.run(
+            [strace, "-f", "-qq", "-o", os.devnull, "-e", "trace=pwrite64",
+             "-e", f"inject=pwrite64:signal=KILL:when={n}", *_python(OPEN_CHILD),
+             str(path), TESTS_DIR],
+            capture_output=True, text=True, env=_env(), timeout=HANG,
+        )  # fmt: skip
+        assert result.returncode in (0, -signal.SIGKILL, 128 + signal.SIGKILL), result.stderr
+        with Memory(str(path), embedder="hash") as mem:
+            assert len(mem.events()) == 0
+        assert sorted(p.name for p in tmp_path.glob(f"new-{n}.*")) == [path.name]
+        if result.returncode == 0:
+            break  # every write of the creation was a kill point
+    else:
+        pytest.fail("the child was still killed at its 199th write")
+    assert n > 3, n  # the header's three writes at least were kill points
 
 
 def test_a_log_this_duckdb_cannot_replay_gets_the_way_to_recover(tmp_path):

@@ -11,7 +11,7 @@ import json
 import os
 
 import pytest
-from child_process import expect, spawn
+from child_process import expect, release_together, spawn
 
 from nbmemory import Memory
 from nbmemory.store.lake import LakeStore
@@ -170,12 +170,7 @@ def test_four_writers_and_a_reader_at_once_lose_and_repeat_nothing(lake_url: str
     writers = [spawn(_WRITER, lake_url, str(w), str(count)) for w in range(4)]
     reader = spawn(_READER, lake_url, str(4 * count))
     try:
-        for child in [*writers, reader]:
-            expect(child, "ready")
-        for child in [*writers, reader]:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
+        release_together([*writers, reader])
         returned = [json.loads(expect(w, "ids ")) for w in writers]
         reader.stdin.write("writers done\n")  # read only if the reader ran out of time
         reader.stdin.flush()
@@ -248,12 +243,7 @@ def test_upserts_from_two_processes_at_once_keep_one_row_per_key(lake_url: str) 
         pass
     children = [spawn(_UPSERTER, lake_url, name, "30") for name in ("a", "b")]
     try:
-        for child in children:
-            expect(child, "ready")
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
+        release_together(children)
         for child in children:
             expect(child, "done")
     finally:

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from child_process import child_env, expect, spawn
+from child_process import child_env, expect, release_together, spawn
 
 from nbmemory import Memory, StoreLocked
 
@@ -296,3 +296,32 @@ def test_a_forked_child_makes_ids_of_its_own():
     assert not {uuid.UUID(x).int & random_part for x in child} & {
         uuid.UUID(x).int & random_part for x in parent
     }
+
+
+CREATOR = """
+import sys
+from nbmemory import Memory
+print("ready", flush=True)
+sys.stdin.readline()
+with Memory(sys.argv[1], embedder="hash", shared=True) as mem:
+    print("id " + mem.add_event("s", "user", "from " + sys.argv[2]).id, flush=True)
+"""
+
+
+def test_five_processes_creating_one_new_store_at_once_all_write_into_it(tmp_path):
+    """Shared openers released together on a path that does not exist yet: each makes
+    the file under its own name and links it into place, one link wins, and every
+    process writes into the one store (no process refused, no new file left beside it)."""
+    path = tmp_path / "new.duckdb"
+    children = [spawn(CREATOR, str(path), str(n)) for n in range(5)]
+    try:
+        release_together(children)
+        ids = [expect(child, "id ") for child in children]
+        for child in children:
+            assert child.wait(timeout=HANG) == 0
+    finally:
+        for child in children:
+            child.kill() if child.poll() is None else None
+    with Memory(str(path), embedder="hash") as mem:
+        assert sorted(mem.events()["id"]) == sorted(ids)
+    assert not [p.name for p in tmp_path.iterdir() if ".nbmemory-new-" in p.name]

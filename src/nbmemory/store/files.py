@@ -4,6 +4,7 @@ on opening a file turned into one-line messages that say what to do.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -159,14 +160,13 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open ``path`` with DuckDB; every failure is a :class:`StoreError` naming the fix."""
     if path != ":memory:":
         check_store_path(path, read_only=read_only)
+        if not read_only and not os.path.lexists(path):
+            create_whole(path)
     try:
         con = duckdb.connect(
             path,
             read_only=read_only,
-            config={
-                "storage_compatibility_version": STORAGE_VERSION,
-                "memory_limit": memory_limit(),
-            },
+            config=_config(),
         )
     except duckdb.IOException as exc:
         message = str(exc)
@@ -175,6 +175,12 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
             held = re.search(r"held in (\S+)", message)
             raise StoreLocked(
                 path, int(match.group(1)) if match else None, held.group(1) if held else None
+            ) from None
+        if "not a valid DuckDB database" in message and _empty(path):
+            raise StoreError(
+                f"{path} is empty (0 bytes): it holds nothing, and no DuckDB opens it (a "
+                "store whose creation was killed under an earlier nbmemory, or a file made by "
+                "something else); nothing was changed. Delete it and open the store again."
             ) from None
         if "not a valid DuckDB database" in message:
             raise StoreError(
@@ -195,6 +201,87 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         ) from None
     quiet(con)
     return con
+
+
+#: A new store file is made under this name beside it, ``<store>.nbmemory-new-<pid>``.
+NEW_SUFFIX = ".nbmemory-new-"
+
+
+def _config() -> dict[str, str | bool | int | float | list[str]]:
+    """DuckDB's settings for opening a store file (a new one gets the 1.5 format)."""
+    return {"storage_compatibility_version": STORAGE_VERSION, "memory_limit": memory_limit()}
+
+
+def create_whole(path: str) -> None:
+    """Make the empty DuckDB file of a new store under another name, then link it to
+    ``path``: the path appears with a whole header, or not at all.
+
+    DuckDB creates the file, then writes its three 4 KB headers: a process killed
+    between the two left a file of 0, 4,096 or 8,192 bytes that no DuckDB opens
+    again ("not a valid DuckDB database", "could not read enough bytes"), and the
+    user had to find and delete it.  ``os.link`` fails when the path exists, so of
+    openers creating the same store at once, one file wins and the others open it.
+    A creator killed before the link leaves only its own ``<store>.nbmemory-new-<pid>``,
+    removed by the next creation once that process is gone.  Where the file system has
+    no hard links, DuckDB creates the file in place, as before.
+    """
+    _remove_dead_creations(path)
+    fresh = f"{path}{NEW_SUFFIX}{os.getpid()}"
+    _remove(fresh)
+    try:
+        duckdb.connect(fresh, config=_config()).close()
+        with open(fresh, "rb") as handle:
+            os.fsync(handle.fileno())
+        try:
+            os.link(fresh, path)
+        except FileExistsError:
+            return  # another opener made it first: that one is the store
+        except OSError:
+            return  # no hard links here: DuckDB creates the file itself
+        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except (OSError, duckdb.Error):
+        return  # DuckDB's own creation of the path names what is wrong
+    finally:
+        _remove(fresh)
+
+
+def _empty(path: str) -> bool:
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:
+        return False
+
+
+def _remove(path: str) -> None:
+    for leftover in (path, path + ".wal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(leftover)
+
+
+def _remove_dead_creations(path: str) -> None:
+    """Remove ``<path>.nbmemory-new-<pid>`` files whose process is gone (killed while
+    it created the store): nothing but that process ever used them."""
+    folder = os.path.dirname(os.path.abspath(path))
+    prefix = os.path.basename(path) + NEW_SUFFIX
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix) :].removesuffix(".wal")
+        if not name.startswith(prefix) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, name))
+        except OSError:
+            pass  # alive, another user's: not ours to remove
 
 
 def memory_limit() -> str:
