@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..config import SIGNALS
 from ..errors import InvalidInput
+from ..retrieval.hybrid import HybridHit
 from ..retrieval.rerank import reranker_name
 from .datasets import LoadedConversation
 
@@ -115,15 +116,33 @@ def tri_hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int
 @register_strategy("keyword")
 def keyword(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
     """BM25 top-``k`` (:meth:`Memory.search` in ``keyword`` mode)."""
-    hits = memory.search(question, limit=k, mode="keyword", namespace=loaded.namespace)
-    return hits["id"].tolist()
+    return [hit.id for hit in ranked(memory, loaded, question, k, "keyword")]
 
 
 @register_strategy("hybrid")
 def hybrid(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
     """Cosine fused with BM25 and neighbouring turns (:meth:`Memory.search`, ``hybrid``)."""
-    hits = memory.search(question, limit=k, mode="hybrid", namespace=loaded.namespace)
-    return hits["id"].tolist()
+    return [hit.id for hit in ranked(memory, loaded, question, k, "hybrid")]
+
+
+def ranked(
+    memory: Memory, loaded: LoadedConversation, question: str, k: int, mode: str
+) -> list[HybridHit]:
+    """:meth:`Memory.search`'s top ``k`` in ``mode`` (hybrid or keyword), with the
+    memory's settings (a :class:`SettingsTrial`'s for a trial), without the rows and
+    the frame search builds around them; with a reranker, search's own answer."""
+    if memory.reranker is not None:
+        hits = memory.search(question, limit=k, mode=mode, namespace=loaded.namespace)
+        return [
+            HybridHit(
+                row.id, row.score, row.similarity, row.keyword_score, str(row.signals).split(", ")
+            )
+            for row in hits.itertuples()
+        ]
+    settings = memory.settings if isinstance(memory, SettingsTrial) else None
+    return memory.core.retriever.ranked(
+        question, limit=k, mode=mode, namespace=loaded.namespace, settings=settings
+    )
 
 
 #: Strategies whose answer depends on the store's retrieval profile (the others don't).

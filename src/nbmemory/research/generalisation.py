@@ -38,6 +38,7 @@ from .evaluation import (
     evaluate_queries,
     frame_to_markdown,
     parse_ks,
+    ranked,
 )
 
 if TYPE_CHECKING:
@@ -75,12 +76,11 @@ def _guarded_default(fired: dict[tuple[str, str], bool]) -> Strategy:
     """The hybrid search, noting per (namespace, question) whether its guard fired."""
 
     def default(memory: Memory, loaded: LoadedConversation, question: str, k: int) -> list[str]:
-        hits = memory.search(question, limit=k, mode="hybrid", namespace=loaded.namespace)
-        signals = hits["signals"].astype(str) if len(hits) else pd.Series([], dtype=str)
-        fired[(loaded.conversation.conversation_id, question)] = bool(
-            signals.str.contains("fallback").any()
+        hits = ranked(memory, loaded, question, k, "hybrid")
+        fired[(loaded.conversation.conversation_id, question)] = any(
+            "fallback" in signal for hit in hits for signal in hit.signals
         )
-        return hits["id"].tolist()
+        return [hit.id for hit in hits]
 
     return default
 

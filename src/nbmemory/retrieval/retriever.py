@@ -217,6 +217,30 @@ class Retriever:
         self.indexes.prepare_lookups()  # after the answer: the thread does not slow it
         return frame
 
+    def ranked(
+        self,
+        query: str,
+        *,
+        limit: int,
+        mode: str = "hybrid",
+        namespace: str | None = None,
+        settings: Settings | None = None,
+    ) -> list[HybridHit]:
+        """The hits :meth:`search` ranks for ``query`` in ``hybrid`` or ``keyword`` mode
+        (no filters, threshold or reranker), without reading their rows or building a
+        frame: what an evaluation asks thousands of times, and where a search spent
+        about a third of its time."""
+        if mode not in ("hybrid", "keyword"):
+            raise InvalidInput(f"ranked() ranks in hybrid or keyword mode, not {shown(mode)}")
+        s = self._settings_of(settings)
+        ns = self._namespace(namespace)
+        hits = self.rank(
+            query, self.embed_query(query), ns, limit=check_limit(limit, "limit"),
+            threshold=None, mode=mode, settings=s,
+        )  # fmt: skip
+        self.indexes.prepare_lookups()
+        return hits
+
     def vector_search(
         self,
         vector: np.ndarray,
