@@ -38,6 +38,7 @@ from ..validation import (
 from .context import Context, merge
 from .embedders import Embedder
 from .fusion import weights_vector
+from .hit_rows import by_similarity, hit_records
 from .hybrid import Candidates, HybridHit, find_candidates, hybrid_rank
 from .indexes import Indexes
 from .passages import passage_columns
@@ -269,7 +270,7 @@ class Retriever:
         )  # fmt: skip
         columns = [*READ_COLUMNS, "similarity"]
         if hits:
-            rows = _by_similarity(hits, self._rows([event_id for event_id, _ in hits]))
+            rows = by_similarity(hits, self._rows([event_id for event_id, _ in hits]))
             frame = pd.DataFrame.from_records(rows[:limit], columns=columns)
         else:
             frame = pd.DataFrame(columns=columns)
@@ -348,7 +349,7 @@ class Retriever:
         columns = [*READ_COLUMNS, "similarity", "score", "keyword_score", "signals"]
         if not hits:
             return pd.DataFrame(columns=columns)
-        records = _hit_records(hits, self._rows([hit.id for hit in hits]))
+        records = hit_records(hits, self._rows([hit.id for hit in hits]))
         return pd.DataFrame.from_records(records, columns=columns)
 
     def _rows(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -416,7 +417,7 @@ class Retriever:
                 ns, salient_by, threshold=p["salience_threshold"], limit=p["salience_limit"]
             )
             rows = self._rows([hit.id for hit in ranked] + [event_id for event_id, _ in hits])
-            relevance = _hit_records(ranked, rows)
+            relevance = hit_records(ranked, rows)
             salience = self._salient_records(
                 ns, hits, rows, threshold=p["salience_threshold"], limit=p["salience_limit"]
             )
@@ -488,7 +489,7 @@ class Retriever:
         for their vector, most important first, up to ``limit``."""
         if not limit:
             return []
-        records = _by_similarity(hits, rows)[:limit]
+        records = by_similarity(hits, rows)[:limit]
         if len(records) < limit and (hits or self.salient_ids.get(namespace, threshold)):
             seen = {record["id"] for record in records}
             rest = self.store.events.by_importance(namespace, threshold, limit + len(seen))
@@ -590,31 +591,3 @@ def _query_problem(vectors: np.ndarray, expected: int | None) -> str | None:
 def _miss(rec: dict, strategy: str, score: float, missed_by: float, reason: str) -> dict:
     miss = {"strategy": strategy, **{k: rec[k] for k in ("id", "role", "content")}}
     return {**miss, "score": float(score), "missed_by": float(missed_by), "reason": reason}
-
-
-def _by_similarity(
-    hits: list[tuple[str, float]], rows: dict[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The rows of ``hits`` with their ``similarity``, best first; ties broken as the SQL
-    path does: newest first, then id (a Python sort: pandas' sort_values costs
-    milliseconds on a handful of rows).  Hits whose row is gone are left out."""
-    records = [{**rows[event_id], "similarity": sim} for event_id, sim in hits if event_id in rows]
-    records.sort(key=lambda r: r["id"])
-    records.sort(key=lambda r: r["created_at"], reverse=True)
-    records.sort(key=lambda r: r["similarity"], reverse=True)
-    return records
-
-
-def _hit_records(hits: list[HybridHit], rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of ranked hybrid hits, in rank order, with their scores (deleted ones left out)."""
-    return [
-        {
-            **rows[hit.id],
-            "similarity": np.nan if hit.similarity is None else hit.similarity,
-            "score": hit.score,
-            "keyword_score": hit.keyword_score,
-            "signals": ", ".join(hit.signals),
-        }
-        for hit in hits
-        if hit.id in rows
-    ]
