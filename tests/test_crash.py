@@ -353,15 +353,21 @@ def _strace() -> str:
     pytest.skip("strace is not installed (apt-get install strace): it kills the child at a write")
 
 
-def test_a_new_store_killed_at_each_write_of_its_creation_opens_again(tmp_path):
+@pytest.mark.parametrize("kind", ["new", "old"])
+def test_a_store_killed_at_each_write_of_its_opening_opens_again(tmp_path, kind):
     """strace kills the child at its 1st, 2nd, 3rd... ``pwrite`` (DuckDB writes every
-    byte of a store file with it), until one child gets through: after each kill the
-    store opens, empty, and nothing but the store is left beside it.  Before stores
-    were created under another name and linked into place, the kills at the 1st to
-    3rd write left a file of 0, 4,096 or 8,192 bytes that no DuckDB opens."""
+    byte of a store file and its log with it) while it opens a new store, or migrates
+    one of schema version 1, until one child gets through: after each kill the store
+    opens with what it held, and nothing but the store is left beside it.  Before
+    new stores were created under another name and linked into place, the kills at
+    the 1st to 3rd write left a file of 0, 4,096 or 8,192 bytes that no DuckDB opens."""
+    from test_store import make_version_1_file
+
     strace = _strace()
     for n in range(1, 200):
-        path = tmp_path / f"new-{n}.duckdb"
+        path = tmp_path / f"{kind}-{n}.duckdb"
+        if kind == "old":
+            make_version_1_file(str(path))
         result = subprocess.run(
             [strace, "-f", "-qq", "-o", os.devnull, "-e", "trace=pwrite64",
              "-e", f"inject=pwrite64:signal=KILL:when={n}", *_python(OPEN_CHILD),
@@ -370,8 +376,8 @@ def test_a_new_store_killed_at_each_write_of_its_creation_opens_again(tmp_path):
         )  # fmt: skip
         assert result.returncode in (0, -signal.SIGKILL, 128 + signal.SIGKILL), result.stderr
         with Memory(str(path), embedder="hash") as mem:
-            assert len(mem.events()) == 0
-        assert sorted(p.name for p in tmp_path.glob(f"new-{n}.*")) == [path.name]
+            assert len(mem.events()) == (3 if kind == "old" else 0)
+        assert sorted(p.name for p in tmp_path.glob(f"{kind}-{n}.*")) == [path.name]
         if result.returncode == 0:
             break  # every write of the creation was a kill point
     else:
