@@ -453,7 +453,9 @@ def test_store_in_a_directory_that_is_not_writable_even_for_root():
 
 def test_read_only_open_of_a_missing_store(tmp_path):
     path = tmp_path / "missing.duckdb"
-    _refused(str(path), "cannot open the store", read_only=True)
+    _refused(
+        str(path), "does not exist, and read_only=True opens an existing store", read_only=True
+    )
     assert not path.exists()
 
 

@@ -286,6 +286,14 @@ def test_missing_directory_gives_a_clear_error(tmp_path):
         Memory(str(tmp_path / "nope" / "agent.duckdb"), embedder="hash")
 
 
+def test_a_missing_store_opened_read_only_says_so_and_creates_nothing(tmp_path):
+    """It was DuckDB's own words ("IO Error: Cannot open database ... in read-only mode")."""
+    path = tmp_path / "agent.duckdb"
+    with pytest.raises(StoreError, match=r"does not exist, and read_only=True opens an existing"):
+        Memory(str(path), embedder="hash", read_only=True)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_statements_are_parameterised_against_hostile_strings(mem):
     hostile = "s'); DROP TABLE events; --"
     mem.add_event(hostile, "user", "Robert'); DROP TABLE events;--", metadata={"k'": "v\"'"})

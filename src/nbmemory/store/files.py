@@ -160,6 +160,11 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open ``path`` with DuckDB; every failure is a :class:`StoreError` naming the fix."""
     if path != ":memory:":
         check_store_path(path, read_only=read_only)
+        if read_only and not os.path.lexists(path):
+            raise StoreError(
+                f"the store {path} does not exist, and read_only=True opens an existing "
+                "store only; check the path, or open it without read_only to create it"
+            )
         if not read_only and not os.path.lexists(path):
             create_whole(path)
     try:
