@@ -286,6 +286,36 @@ def test_missing_directory_gives_a_clear_error(tmp_path):
         Memory(str(tmp_path / "nope" / "agent.duckdb"), embedder="hash")
 
 
+def test_stores_of_one_process_created_at_once_on_a_new_path_share_one_file(tmp_path):
+    """Four threads open one new path together (each makes its own file beside it,
+    one is linked into place): every Memory writes into that one store.  Before the
+    openings of one file were taken in turn (``peers.opening``), three of the four
+    failed with DuckDB's "Catalog write-write conflict" on ``nbmemory_migrations``."""
+    import threading
+
+    path = str(tmp_path / "new.duckdb")
+    start, ids, errors = threading.Barrier(4), [], []
+
+    def open_and_write(n: int) -> None:
+        try:
+            start.wait()
+            with Memory(path, embedder="hash") as mem:
+                ids.append(mem.add_event("s", "user", f"from thread {n}").id)
+                mem.flush()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_and_write, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with Memory(path, embedder="hash") as mem:
+        assert sorted(mem.events()["id"]) == sorted(ids)
+    assert [p.name for p in tmp_path.iterdir() if ".nbmemory-new-" in p.name] == []
+
+
 def test_a_missing_store_opened_read_only_says_so_and_creates_nothing(tmp_path):
     """It was DuckDB's own words ("IO Error: Cannot open database ... in read-only mode")."""
     path = tmp_path / "agent.duckdb"

@@ -133,16 +133,17 @@ class Store(PlainSQL):
         #: Leaves the processes that have the file open (:mod:`.openers`): joined before
         #: DuckDB sees the file, so an opener the rule keeps out never touches it.
         self._leave_openers = openers.join(self)
-        try:
-            self.con: duckdb.DuckDBPyConnection | None = self._connect()
-        except BaseException:
-            self._leave_openers()
-            raise
-        try:
-            self._open_schema(read_only=read_only, adopt=adopt)
-        except BaseException:
-            self.close()  # a refused file is let go at once
-            raise
+        with peers.opening(self.path if self.backend == "file" else ":memory:"):
+            try:
+                self.con: duckdb.DuckDBPyConnection | None = self._connect()
+            except BaseException:
+                self._leave_openers()
+                raise
+            try:
+                self._open_schema(read_only=read_only, adopt=adopt)
+            except BaseException:
+                self.close()  # a refused file is let go at once
+                raise
         if self.backend == "file":
             self._peer_key = peers.join(self, self.path)
             if self.path != ":memory:":

@@ -208,7 +208,7 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     return con
 
 
-#: A new store file is made under this name beside it, ``<store>.nbmemory-new-<pid>``.
+#: A new store file is made under this name beside it: ``<store>.nbmemory-new-<pid>-<thread>``.
 NEW_SUFFIX = ".nbmemory-new-"
 
 
@@ -226,12 +226,13 @@ def create_whole(path: str) -> None:
     again ("not a valid DuckDB database", "could not read enough bytes"), and the
     user had to find and delete it.  ``os.link`` fails when the path exists, so of
     openers creating the same store at once, one file wins and the others open it.
-    A creator killed before the link leaves only its own ``<store>.nbmemory-new-<pid>``,
+    A creator killed before the link leaves only its own ``<store>.nbmemory-new-<pid>-...``,
     removed by the next creation once that process is gone.  Where the file system has
     no hard links, DuckDB creates the file in place, as before.
     """
     _remove_dead_creations(path)
-    fresh = f"{path}{NEW_SUFFIX}{os.getpid()}"
+    # the thread too: two stores of one process may be created at once
+    fresh = f"{path}{NEW_SUFFIX}{os.getpid()}-{threading.get_native_id()}"
     _remove(fresh)
     try:
         duckdb.connect(fresh, config=_config()).close()
@@ -268,7 +269,7 @@ def _remove(path: str) -> None:
 
 
 def _remove_dead_creations(path: str) -> None:
-    """Remove ``<path>.nbmemory-new-<pid>`` files whose process is gone (killed while
+    """Remove ``<path>.nbmemory-new-<pid>-<thread>`` files whose process is gone (killed while
     it created the store): nothing but that process ever used them."""
     folder = os.path.dirname(os.path.abspath(path))
     prefix = os.path.basename(path) + NEW_SUFFIX
@@ -277,7 +278,7 @@ def _remove_dead_creations(path: str) -> None:
     except OSError:
         return
     for name in names:
-        pid = name[len(prefix) :].removesuffix(".wal")
+        pid = name[len(prefix) :].removesuffix(".wal").split("-")[0]
         if not name.startswith(prefix) or not pid.isdigit():
             continue
         try:

@@ -16,9 +16,11 @@ write.  The price is that rebuild, paid only while two objects write one file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Protocol
 
 
@@ -30,6 +32,24 @@ class Peer(Protocol):
 _lock = threading.Lock()
 #: The file's real path -> the stores open on it in this process.
 _open: dict[str, weakref.WeakSet[Peer]] = {}
+#: The file's real path -> held while a store of this process opens it.
+_opening: dict[str, threading.RLock] = {}
+
+
+@contextlib.contextmanager
+def opening(path: str) -> Iterator[None]:
+    """Hold while a store of this process opens the file at ``path`` (connects, checks
+    and migrates its schema).  Stores of one process share DuckDB's database: two
+    opening a new file at once ran the same migration in two transactions, and all
+    but one failed with DuckDB's "Catalog write-write conflict"."""
+    if path == ":memory:":
+        yield
+        return
+    key = os.path.realpath(path)
+    with _lock:
+        lock = _opening.setdefault(key, threading.RLock())
+    with lock:
+        yield
 
 
 def join(store: Peer, path: str) -> str | None:
