@@ -160,12 +160,12 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open ``path`` with DuckDB; every failure is a :class:`StoreError` naming the fix."""
     if path != ":memory:":
         check_store_path(path, read_only=read_only)
-        if read_only and not os.path.lexists(path):
-            raise StoreError(
-                f"the store {path} does not exist, and read_only=True opens an existing "
-                "store only; check the path, or open it without read_only to create it"
-            )
-        if not read_only and not os.path.lexists(path):
+        if not os.path.lexists(path):
+            if read_only:
+                raise StoreError(
+                    f"the store {path} does not exist, and read_only=True opens an existing "
+                    "store only; check the path, or open it without read_only to create it"
+                )
             create_whole(path)
     try:
         con = duckdb.connect(
@@ -244,11 +244,7 @@ def create_whole(path: str) -> None:
             return  # another opener made it first: that one is the store
         except OSError:
             return  # no hard links here: DuckDB creates the file itself
-        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        fsync_folder(path)
     except (OSError, duckdb.Error):
         return  # DuckDB's own creation of the path names what is wrong
     finally:
@@ -384,6 +380,11 @@ def replace_file(fresh: str, path: str) -> None:
     os.replace(fresh, path)
     if os.path.exists(path + ".wal"):
         os.remove(path + ".wal")
+    fsync_folder(path)
+
+
+def fsync_folder(path: str) -> None:
+    """Make the folder's entry of ``path`` (a rename, a new link) survive a power cut."""
     folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
         os.fsync(folder)
