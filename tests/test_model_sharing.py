@@ -175,7 +175,7 @@ for cycle in range(4):
     memory = Memory(os.path.join(tempfile.mkdtemp(), "m.duckdb"))
     memory.add_events(
         [{"session_id": "s", "role": "user", "content": f"cycle {cycle} {n} " * 300}
-         for n in range(50)]
+         for n in range(25)]
     )
     memory.flush()
     memory.close()
@@ -195,7 +195,7 @@ def test_stores_opened_and_closed_in_turn_do_not_pile_up_the_models_heap(model_p
     out, err = child.communicate(timeout=600)
     assert child.returncode == 0, err
     after = [float(v) for v in out.split("RSS", 1)[1].split()]
-    assert max(after) - after[0] < 15, after  # glibc's default: +31 to +42 MB
+    assert max(after) - after[0] < 15, after  # glibc's default: +27 to +42 MB (25 messages)
 
 
 def test_malloc_settings_the_user_chose_are_left_alone() -> None:
