@@ -57,6 +57,8 @@ FORMS: dict[str, Callable[[int], tuple[str, str]]] = {
     "prose set to": lambda n: (f"set my password to Winter{n}!", f"Winter{n}!"),
     "prose pin": lambda n: (f"PIN: 77{n:06d}", f"77{n:06d}"),
     "password colon": lambda n: (f"my password: hunt{n}er3", f"hunt{n}er3"),
+    "prose senha": lambda n: (f"a senha do wifi é Batata{n}x", f"Batata{n}x"),
+    "prose contraseña": lambda n: (f"la contraseña es perro{n}z", f"perro{n}z"),
     "curl -u": lambda n: (f"curl -u admin:s3cret{n}pw https://api.example.com", f"s3cret{n}pw"),
     "mysql -p": lambda n: (f"mysql -uroot -pMyS3cret{n} shop", f"MyS3cret{n}"),
     "sshpass": lambda n: (f"sshpass -p 'SshS3cret{n}' ssh deploy@host", f"SshS3cret{n}"),
@@ -364,7 +366,7 @@ def planted(
 
 def test_no_planted_secret_reaches_the_file_index_export_or_prompt(planted) -> None:
     planter, blobs, _ = planted
-    assert len(planter.secrets) > 10 * len(FORMS)
+    assert len(planter.secrets) > 10 * len(FORMS), len(planter.secrets)
     assert _found(planter.secrets, blobs) == {}
 
 

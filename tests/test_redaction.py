@@ -367,6 +367,46 @@ PROSE_LOOK_ALIKES = [
 ]
 
 
+#: (text, what it must become): a password named in Portuguese, Spanish, French,
+#: German, Dutch or Italian, in prose and as a key.
+OTHER_LANGUAGE_SECRETS = [
+    ("a senha do wifi é batata123", "a senha do wifi é [REDACTED]"),
+    ("a senha é batata", "a senha é [REDACTED]"),
+    ("A senha agora é girassol.", "A senha agora é [REDACTED]."),
+    ("minha senha é 'sol e mar'", "minha senha é '[REDACTED]'"),
+    ("senha: batata123", "senha: [REDACTED]"),
+    ('{"usuario": "ana", "senha": "batata123"}', '{"usuario": "ana", "senha": "[REDACTED]"}'),
+    ("la contraseña es perro99", "la contraseña es [REDACTED]"),
+    ("la contraseña del wifi es gatito", "la contraseña del wifi es [REDACTED]"),
+    ("contraseña=Hola1234", "contraseña=[REDACTED]"),
+    ("le mot de passe est soleil", "le mot de passe est [REDACTED]"),
+    ("das Passwort ist Sonne123", "das Passwort ist [REDACTED]"),
+    ("Kennwort: geheim42", "Kennwort: [REDACTED]"),
+    ("het wachtwoord is tulp42", "het wachtwoord is [REDACTED]"),
+    ("la password è girasole", "la password è [REDACTED]"),
+]
+
+#: What people say about a password in those languages: left as written.
+OTHER_LANGUAGE_LOOK_ALIKES = [
+    "a senha é a mesma de antes",
+    "minha senha é muito fraca",
+    "a senha é obrigatória",
+    "a senha foi alterada ontem",
+    "senha e usuário errados",
+    "esqueci a senha",
+    "la contraseña es incorrecta",
+    "la contraseña es demasiado corta",
+    "le mot de passe est trop court",
+    "le mot de passe est changé",
+    "mot de passe oublié",
+    "das Passwort ist falsch",
+    "Passwort vergessen",
+    "het wachtwoord is geldig",
+    "la password è sbagliata",
+    "je passe est",
+]
+
+
 @pytest.mark.parametrize("text, secret", PROSE_SECRETS)
 def test_prose_and_command_line_secrets_are_caught(text: str, secret: str) -> None:
     result = redact(text)
@@ -374,10 +414,15 @@ def test_prose_and_command_line_secrets_are_caught(text: str, secret: str) -> No
     assert redact(result.text).count == 0
 
 
-@pytest.mark.parametrize("text", PROSE_LOOK_ALIKES)
+@pytest.mark.parametrize("text", PROSE_LOOK_ALIKES + OTHER_LANGUAGE_LOOK_ALIKES)
 def test_prose_and_command_line_look_alikes_are_left_alone(text: str) -> None:
     result = redact(text)
     assert result.text == text and result.count == 0, result.text
+
+
+@pytest.mark.parametrize("text, expected", OTHER_LANGUAGE_SECRETS)
+def test_a_password_named_in_another_language_is_caught(text: str, expected: str) -> None:
+    assert redact(text).text == expected
 
 
 def test_only_the_value_is_replaced_in_prose_and_commands() -> None:

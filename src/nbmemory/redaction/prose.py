@@ -23,6 +23,11 @@ The rule, in order (see :func:`looks_secret`):
 
 So "my password is the same as before" is left alone (its value would be "the"),
 and "the secret is love" too; "the wifi password is sunshine" is redacted.
+
+A password named in another language ("a senha é …", "la contraseña es …", "das
+Passwort ist …") is of class :data:`OTHER`: weak evidence, judged with that
+language's describing words too (:data:`OTHER_DESCRIBING`, and Portuguese, Spanish
+and French participles).
 """
 
 from __future__ import annotations
@@ -301,6 +306,49 @@ DESCRIBING = frozenset(
     ]
 )
 
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+#: The same for a password named in Portuguese, Spanish, French, German, Dutch or
+#: Italian ("a senha é a mesma", "la contraseña es incorrecta", "das Passwort ist
+#: falsch"): articles, negations, adverbs and the adjectives said of a password.
+OTHER_DESCRIBING = frozenset(
+    _words(
+        """
+    o a os as um uma el la los las lo un una le les l' une der die das ein eine de het een
+    il lo gli i uno
+    não nao no nicht niet pas ne non kein keine geen nenhuma nenhum ninguna ninguno aucun
+    aucune nessuna
+    muito muy très tres sehr zu te troppo demasiado bem bien gut goed molto trop assez
+    bastante pouco poco peu wenig weinig plutôt ziemlich vrij
+    mesma mesmo igual misma mismo même meme gleich gleiche hetzelfde dezelfde stessa stesso
+    errada errado incorreta incorreto incorrecta incorrecto incorrect incorrecte falsch
+    fout sbagliata sbagliato
+    inválida invalida inválido válida valida válido valide ungültig gültig ongeldig geldig
+    fraca fraco débil debil faible schwach zwak debole
+    forte fuerte fort stark sterk
+    nova novo nueva nuevo nouvelle nouveau neu neue nieuw nieuwe nuova
+    antiga antigo vieja viejo ancienne ancien alt alte oud oude vecchia
+    diferente différente anders verschillend diversa
+    obrigatória obrigatoria obligatoria obligatoire erforderlich verplicht obbligatoria
+    necessária necessaria necesaria nécessaire nötig nodig
+    segura seguro sûr sure sicher veilig sicura
+    curta corta court courte kurz kort corta
+    longa larga long longue lang
+    secreta secreto secrète geheim segreta
+    simples simple einfach eenvoudig semplice
+    difícil dificil difficile schwierig moeilijk
+    fácil facil facile leicht makkelijk
+    sempre siempre toujours immer altijd
+    """
+    )
+)
+#: Portuguese, Spanish and French participles ("alterada", "guardado", "changé"): a
+#: password is rarely one, a statement about it often is.
+_OTHER_PARTICIPLE = re.compile(r"[a-zà-ÿ]+(?:ad[oa]s?|id[oa]s?|ée?s?)")
+
 #: A number followed by one of these is a length, a count or a duration.
 UNITS = frozenset(
     [
@@ -369,6 +417,8 @@ _CLOSERS = {")": "(", "]": "[", "}": "{"}
 #: How much evidence a name needs: a PIN/code is digits; the weak names take any
 #: value that is not a describing word; the strong names need a credential-like value.
 PIN, CODE, WEAK, STRONG, PWD = "pin", "code", "weak", "strong", "pwd"
+#: A password named in another language: weak evidence, with that language's words.
+OTHER = "other"
 
 
 def name_class(name: str) -> str:
@@ -418,6 +468,8 @@ def looks_secret(
         if next_word in UNITS:
             return False
     if lowered in DESCRIBING or _WORD_SUFFIX.fullmatch(value):
+        return False
+    if kind == OTHER and (lowered in OTHER_DESCRIBING or _OTHER_PARTICIPLE.fullmatch(lowered)):
         return False
     if len(value) < 3:
         return False

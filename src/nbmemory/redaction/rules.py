@@ -52,6 +52,12 @@ _PRIVATE_KEY = (
 #: As the last word of a key: password, db_password, "aws_secret_access_key",
 #: X-Api-Key, client_secret, auth_token, PGPASSWORD, MYSQL_PWD, SMTP_PASS ... (but
 #: not max_tokens, password_hint, token_count or passport).
+#: "Password" in the languages people also write to an agent in: Portuguese, Spanish,
+#: French, German, Dutch (Italian writes "password").  ``clave`` is left out: it is
+#: also Spanish for any key ("la clave del problema").
+_OTHER_PASSWORD = (
+    r"senha|palavra[ _-]passe|contrase(?:ñ|n)a|mot[ _-]de[ _-]passe|passwort|kennwort|wachtwoord"
+)
 SECRET_NAME = (
     r"(?:(?:[A-Za-z0-9]+[_.-])*"
     r"(?:pass(?:word|wd|phrase|code)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?"
@@ -59,13 +65,15 @@ SECRET_NAME = (
     r"|shared[_-]?access)[_-]?(?:key|secret)|apikey|private[_-]?key[_-]?id"
     r"|(?:auth|access|refresh|session|bearer|api|id|oauth)?[_-]?token)"
     r"|(?:[A-Za-z0-9]+[_.-])+(?:pass|pwd|pw)"
-    r"|pgpassword|mysql_pwd|rediscli_auth|sshpass)"
+    r"|pgpassword|mysql_pwd|rediscli_auth|sshpass"
+    # the word for a password in Portuguese, Spanish, French, German and Dutch
+    rf"|{_OTHER_PASSWORD})"
 )
 SECRET_KEY = re.compile(rf"(?i){SECRET_NAME}")
 _KEY_WORDS = r"(?:api|access|private|client|signing|encryption|account|master|app|consumer|secret)"
 _SECRET_NAME_NEEDLE = (
     rf"""(?:pass|password|passwd|passphrase|passcode|pwd|pw|pin|secret|credential|credentials|{_KEY_WORDS}[_.\s-]?key|access[_-]?key"""
-    r"""|key_id|key-id|token|auth)\\*["']?\s*[:=]"""
+    r"""|key_id|key-id|token|auth|senha|contrase(?:ñ|n)a|wort|wachtwoord)\\*["']?\s*[:=]"""
 )
 _KEY_VALUE = (
     rf"(?i)(?<![A-Za-z0-9_]){SECRET_NAME}(?![A-Za-z0-9_])"
@@ -149,6 +157,18 @@ _PROSE_IS = (
     r")"
     rf"{_PROSE_VALUE}"
 )
+#: "a senha é …", "la contraseña es …", "le mot de passe est …", "das Passwort ist …",
+#: "het wachtwoord is …", "la password è …" (and "… agora/ahora/jetzt …", "… do wifi é …").
+_PROSE_OTHER = (
+    rf"(?i)(?<![\w-])(?P<name>{_OTHER_PASSWORD}|password)"
+    r"(?:\s+(?:do|da|de|del|du|des|für|fur|van|voor|dello|della|di)(?:\s+[^\s.,;:!?]+){1,3}?)?"
+    r"(?:\s+(?:agora|ahora|maintenant|jetzt|nu|ora))?"
+    r"(?P<verb>\s+(?:é|era|foi|es|fue|est|était|ist|war|is|was|è)(?![\w-]))"
+    r"(?:\s+(?:agora|ainda|ahora|todavía|maintenant|toujours|jetzt|noch|nu|nog|ora|ancora))?"
+    r"(?:[ \t]*:)?[ \t]*"
+    rf"{_PROSE_VALUE}"
+)
+_PROSE_OTHER_NEEDLE = r"senha|palavra.passe|contrase|passe|passwort|kennwort|wachtwoord|password\s"
 _PROSE_IS_NEEDLE = (
     r"(?:word|code|wd|phrase|pw|pwd|pin|number|secret|token|key)"
     r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|remains|will|should|has|got|changed|set"
@@ -166,10 +186,9 @@ _PROSE_COLON = (
 _PROSE_COLON_NEEDLE = r"(?:pw|pwd|pin|code|number)[ \t]*[:=]"
 
 
-def _prose_span(match: re.Match[str]) -> Span | None:
+def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     groups = match.groupdict()
-    name = groups["name"] or groups["name2"]
-    kind = prose.name_class(name)
+    kind = kind or prose.name_class(groups["name"] or groups["name2"])
     code = (groups["verb"] or "").strip() in (":", "=")
     if match.group("quoted") is not None:
         start, end = match.span("quoted")
@@ -183,6 +202,12 @@ def _prose_span(match: re.Match[str]) -> Span | None:
     if not prose.looks_secret(value, kind, quoted=quoted, after=after, code=code):
         return None
     return start, end
+
+
+def _prose_other_span(match: re.Match[str]) -> Span | None:
+    """A password named in another language: its value is judged with that language's
+    describing words too ("a senha é obrigatória", "das Passwort ist falsch")."""
+    return _prose_span(match, prose.OTHER)
 
 
 _USE_AS = (
@@ -395,6 +420,7 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_prose", _PROSE_IS, _PROSE_IS_NEEDLE, _prose_span),
     Rule("secret_prose", _PROSE_COLON, _PROSE_COLON_NEEDLE, _prose_span, separated=True),
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),
+    Rule("secret_prose", _PROSE_OTHER, _PROSE_OTHER_NEEDLE, _prose_other_span),
     *CLI_RULES,
     # 13-19 digits of a card number (Luhn-checked)
     Rule(
