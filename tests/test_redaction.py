@@ -382,6 +382,8 @@ OTHER_LANGUAGE_SECRETS = [
     ("le mot de passe est soleil", "le mot de passe est [REDACTED]"),
     ("das Passwort ist Sonne123", "das Passwort ist [REDACTED]"),
     ("Kennwort: geheim42", "Kennwort: [REDACTED]"),
+    ("mot de passe: soleil42", "mot de passe: [REDACTED]"),
+    ("palavra-passe: batata1", "palavra-passe: [REDACTED]"),
     ("het wachtwoord is tulp42", "het wachtwoord is [REDACTED]"),
     ("la password è girasole", "la password è [REDACTED]"),
 ]

@@ -49,15 +49,15 @@ _PRIVATE_KEY = (
 )
 
 # -- names that say their value is secret ------------------------------------------------
-#: As the last word of a key: password, db_password, "aws_secret_access_key",
-#: X-Api-Key, client_secret, auth_token, PGPASSWORD, MYSQL_PWD, SMTP_PASS ... (but
-#: not max_tokens, password_hint, token_count or passport).
 #: "Password" in the languages people also write to an agent in: Portuguese, Spanish,
 #: French, German, Dutch (Italian writes "password").  ``clave`` is left out: it is
 #: also Spanish for any key ("la clave del problema").
 _OTHER_PASSWORD = (
     r"senha|palavra[ _-]passe|contrase(?:ñ|n)a|mot[ _-]de[ _-]passe|passwort|kennwort|wachtwoord"
 )
+#: As the last word of a key: password, db_password, "aws_secret_access_key",
+#: X-Api-Key, client_secret, auth_token, PGPASSWORD, MYSQL_PWD, SMTP_PASS ... (but
+#: not max_tokens, password_hint, token_count or passport).
 SECRET_NAME = (
     r"(?:(?:[A-Za-z0-9]+[_.-])*"
     r"(?:pass(?:word|wd|phrase|code)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?"
@@ -73,7 +73,7 @@ SECRET_KEY = re.compile(rf"(?i){SECRET_NAME}")
 _KEY_WORDS = r"(?:api|access|private|client|signing|encryption|account|master|app|consumer|secret)"
 _SECRET_NAME_NEEDLE = (
     rf"""(?:pass|password|passwd|passphrase|passcode|pwd|pw|pin|secret|credential|credentials|{_KEY_WORDS}[_.\s-]?key|access[_-]?key"""
-    r"""|key_id|key-id|token|auth|senha|contrase(?:ñ|n)a|wort|wachtwoord)\\*["']?\s*[:=]"""
+    r"""|key_id|key-id|token|auth|senha|contrase(?:ñ|n)a|passe|wort|wachtwoord)\\*["']?\s*[:=]"""
 )
 _KEY_VALUE = (
     rf"(?i)(?<![A-Za-z0-9_]){SECRET_NAME}(?![A-Za-z0-9_])"
