@@ -85,14 +85,43 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # -- where the two workers' time went (pytest-xdist; printed at the end of the run) ---------
-_PHASES: list[tuple[str, float, float, str]] = []  # worker, start, stop, test
+_PHASES: list[tuple[str, float, float, str, float]] = []  # worker, start, stop, test, cpu
+
+
+def _cpu_seconds() -> float:
+    """CPU used so far by this process and the children it has waited for."""
+    import resource
+
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """On a worker: the CPU each phase used (this process and the children it reaped),
+    carried to the controller on the report (xdist sends a report's attributes)."""
+    outcome = yield
+    before = getattr(item, "_nbmemory_cpu", None)
+    now = _cpu_seconds()
+    if before is not None:
+        outcome.get_result().cpu = now - before
+    item._nbmemory_cpu = now  # the next phase starts here
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item._nbmemory_cpu = _cpu_seconds()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """On xdist's controller: each phase of each test, with the worker that ran it."""
     node = getattr(report, "node", None)
     if node is not None:
-        _PHASES.append((node.gateway.id, report.start, report.stop, report.nodeid))
+        cpu = float(getattr(report, "cpu", 0.0) or 0.0)
+        _PHASES.append((node.gateway.id, report.start, report.stop, report.nodeid, cpu))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -101,9 +130,9 @@ def pytest_terminal_summary(terminalreporter) -> None:
     xdist's); ``$NBMEMORY_TEST_TIMELINE`` names a file for every phase."""
     if not _PHASES:
         return
-    begin = min(start for _, start, _, _ in _PHASES)
+    begin = min(start for _, start, _, _, _ in _PHASES)
     workers: dict[str, list[float]] = {}
-    for worker, start, stop, _ in _PHASES:
+    for worker, start, stop, _, _ in _PHASES:
         busy = workers.setdefault(worker, [0.0, 0.0])
         busy[0] += stop - start
         busy[1] = max(busy[1], stop - begin)
@@ -118,8 +147,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
     path = os.environ.get("NBMEMORY_TEST_TIMELINE")
     if path:
         with open(path, "w", encoding="utf-8") as out:
-            for worker, start, stop, test in sorted(_PHASES, key=lambda p: p[1]):
-                out.write(f"{worker}\t{start - begin:.2f}\t{stop - begin:.2f}\t{test}\n")
+            for worker, start, stop, test, cpu in sorted(_PHASES, key=lambda p: p[1]):
+                out.write(f"{worker}\t{start - begin:.2f}\t{stop - begin:.2f}\t{test}\t{cpu:.2f}\n")
 
 
 @pytest.fixture(autouse=True)
