@@ -75,11 +75,14 @@ class WorkingMemory:
         with self._lock:
             window = self._sessions.get(key)
             if window is None:
-                self._load(key)  # the new row is already in the store
+                self._load(key)  # the new row is in the store, and any committed after it
                 return
-            if window and record["created_at"] < window[-1]["created_at"]:
-                del self._sessions[key]  # out of order: reload lazily
-                return
+            if window and record["created_at"] <= window[-1]["created_at"]:
+                if any(held["id"] == record["id"] for held in window):
+                    return  # loaded with its session already (a lake's feed comes later)
+                if record["created_at"] < window[-1]["created_at"]:
+                    del self._sessions[key]  # out of order: reload lazily
+                    return
             window.append(record)
 
     def invalidate(self, keys: Iterable[Key] | None = None) -> None:
