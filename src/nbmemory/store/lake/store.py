@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 try:
     from duckdb.sqltypes import BIGINT
@@ -67,6 +68,13 @@ EVENTS_VIEW = (
 RETRY_WAIT_MS = 5
 RETRY_BACKOFF = 1.1
 MAX_COMMIT_RETRIES = 100
+#: DuckDB threads on a lake's connection.  Its statements are small (a commit, a row
+#: of the feed, a catalog lookup), and DuckDB's second thread only costs CPU there:
+#: measured with 4 writers x 300 add_event on 2 cores, 55 ms CPU and 131 ms per call
+#: with DuckDB's default (a thread per core), 30 ms and 77 ms with one; one writer
+#: alone 21 -> 16 ms CPU.  Scans read into the vector index get every thread back
+#: (:meth:`LakeStore.stream`): one thread built it 25% slower at 20k memories.
+LAKE_THREADS = 1
 #: Within one call the feed is read once, unless the call runs longer than this (s).
 REFRESH_REUSE = 1.0
 #: The file in a data path that names the lake writing there.
@@ -148,6 +156,7 @@ class LakeStore(Store):
             # flowing.  Measured with 4 writers on 2 cores (benchmarks/bench_lake.py):
             # 1.5x gave 45 add_event/s but calls stalled up to 18-24 s; 1.1x gives
             # 32-36/s with the slowest call 1-2 s.
+            con.execute(f"SET threads = {LAKE_THREADS}")
             con.execute(f"SET ducklake_retry_wait_ms = {RETRY_WAIT_MS}")
             con.execute(f"SET ducklake_max_retry_count = {MAX_COMMIT_RETRIES}")
             con.execute(f"SET ducklake_retry_backoff = {RETRY_BACKOFF}")
@@ -398,6 +407,23 @@ class LakeStore(Store):
         """Later ids of facts/macros stay above ``at_least`` (after an import with ids)."""
         self._claim("small_ids", 0, at_least)
         self._small_ids = [i for i in self._small_ids if i > at_least]
+
+    def stream(
+        self, sql: str, params: Params, rows: int, *, lean: bool | str = False
+    ) -> Iterator[pa.RecordBatch]:
+        """As :meth:`Store.stream`; a lean scan (read into the vector index) runs on all
+        of DuckDB's threads, the lake's other statements on :data:`LAKE_THREADS`."""
+        if not lean:
+            yield from super().stream(sql, params, rows, lean=lean)
+            return
+        with self._guard():
+            self._cursor().execute("RESET threads")
+            try:
+                yield from super().stream(sql, params, rows, lean=lean)
+            finally:
+                if self.con is not None:
+                    with contextlib.suppress(duckdb.Error):
+                        self._cursor().execute(f"SET threads = {LAKE_THREADS}")
 
     # -- statements and transactions ------------------------------------------------------
     def _statements(self) -> Statements:
