@@ -105,7 +105,7 @@ def test_a_lakes_small_statements_run_on_one_thread_and_its_index_scan_on_all(
     import duckdb
 
     from nbmemory.store.connection import Store
-    from nbmemory.store.lake.store import LAKE_THREADS
+    from nbmemory.store.lake.tuning import LAKE_THREADS
 
     default = duckdb.connect().execute("SELECT current_setting('threads')").fetchall()[0][0]
 

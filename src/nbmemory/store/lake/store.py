@@ -52,7 +52,7 @@ from ..connection import Params, Store
 from ..lean_scan import LAKE_SCAN_MEMORY
 from ..migrations import FORMAT, SCHEMA_VERSION
 from ..statements import Statements
-from . import extensions, feed, fence, first_open, lake_errors, maintenance, tables
+from . import extensions, feed, fence, first_open, lake_errors, maintenance, tables, tuning
 from .keyed_writes import LakeStatements
 from .url import LAKE, LakeUrl, parse_lake_url, sql_literal
 from .vector_marks import LakeEventVectors
@@ -63,18 +63,6 @@ EVENTS_VIEW = (
     f" FROM {LAKE}.main.events e LEFT JOIN (SELECT id, min(model) AS model"
     f" FROM {LAKE}.main.event_vectors GROUP BY id) v ON v.id = e.id"
 )
-#: DuckLake's own retry of a commit that lost the race for the next snapshot: a
-#: short first wait, growing slowly (DuckLake's 1.5x makes the 20th wait 16 s).
-RETRY_WAIT_MS = 5
-RETRY_BACKOFF = 1.1
-MAX_COMMIT_RETRIES = 100
-#: DuckDB threads on a lake's connection.  Its statements are small (a commit, a row
-#: of the feed, a catalog lookup), and DuckDB's second thread only costs CPU there:
-#: measured with 4 writers x 300 add_event on 2 cores, 55 ms CPU and 131 ms per call
-#: with DuckDB's default (a thread per core), 30 ms and 77 ms with one; one writer
-#: alone 21 -> 16 ms CPU.  Scans read into the vector index get every thread back
-#: (:meth:`LakeStore.stream`): one thread built it 25% slower at 20k memories.
-LAKE_THREADS = 1
 #: Within one call the feed is read once, unless the call runs longer than this (s).
 REFRESH_REUSE = 1.0
 #: The file in a data path that names the lake writing there.
@@ -150,16 +138,7 @@ class LakeStore(Store):
         try:
             extensions.load(con, self.address.catalog)
             con.create_function("nbm_seq", self.next_seq, [], BIGINT, side_effects=True)
-            # Two commits racing for the next snapshot: DuckLake retries the loser after
-            # ducklake_retry_wait_ms (100 ms by default, growing 1.5x); a commit
-            # takes ~10-20 ms here, so a short wait growing slowly keeps writers
-            # flowing.  Measured with 4 writers on 2 cores (benchmarks/bench_lake.py):
-            # 1.5x gave 45 add_event/s but calls stalled up to 18-24 s; 1.1x gives
-            # 32-36/s with the slowest call 1-2 s.
-            con.execute(f"SET threads = {LAKE_THREADS}")
-            con.execute(f"SET ducklake_retry_wait_ms = {RETRY_WAIT_MS}")
-            con.execute(f"SET ducklake_max_retry_count = {MAX_COMMIT_RETRIES}")
-            con.execute(f"SET ducklake_retry_backoff = {RETRY_BACKOFF}")
+            tuning.apply(con)  # one thread, short commit retries (:mod:`.tuning`)
             try:
                 self._attach(con, create=False)
             except duckdb.Error as exc:
@@ -411,19 +390,16 @@ class LakeStore(Store):
     def stream(
         self, sql: str, params: Params, rows: int, *, lean: bool | str = False
     ) -> Iterator[pa.RecordBatch]:
-        """As :meth:`Store.stream`; a lean scan (read into the vector index) runs on all
-        of DuckDB's threads, the lake's other statements on :data:`LAKE_THREADS`."""
-        if not lean:
+        """As :meth:`Store.stream`; a lean scan (into the vector index) on every thread."""
+        with (
+            self._guard(),
+            (
+                tuning.every_thread(self._cursor, lambda: self.con is not None)
+                if lean
+                else contextlib.nullcontext()
+            ),
+        ):
             yield from super().stream(sql, params, rows, lean=lean)
-            return
-        with self._guard():
-            self._cursor().execute("RESET threads")
-            try:
-                yield from super().stream(sql, params, rows, lean=lean)
-            finally:
-                if self.con is not None:
-                    with contextlib.suppress(duckdb.Error):
-                        self._cursor().execute(f"SET threads = {LAKE_THREADS}")
 
     # -- statements and transactions ------------------------------------------------------
     def _statements(self) -> Statements:
