@@ -36,18 +36,22 @@ import sys
 from nbmemory import Memory
 from nbmemory.retrieval.embedders import HashEmbedder
 
+def say(line):  # one write per line: two threads' print() calls interleave words
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
+
 class Slow(HashEmbedder):
     # embeds only when the test says so (a line on stdin)
     def embed(self, texts):
-        print("embedding", flush=True)
+        say("embedding")
         sys.stdin.readline()
         return super().embed(texts)
 
 mem = Memory(sys.argv[1], embedder=Slow(384), shared=True, background_consolidation=False)
 memory = mem.add_memory("the launch code is alpha")
-print("id", memory.id, flush=True)
+say("id " + memory.id)
 mem.flush()
-print("flushed", flush=True)
+say("flushed")
 mem.close()
 """
 
@@ -56,8 +60,9 @@ def test_a_vector_computed_for_old_text_is_never_written_over_new_text(tmp_path)
     path = str(tmp_path / "stale.duckdb")
     Memory(path, embedder="hash", background_consolidation=False).close()
     kernel_a = spawn(SLOW_KERNEL, path)
-    # A's worker may print "embedding" before its main thread prints the id: take both
-    # lines in either order (expect() skips lines, so "embedding" could be lost)
+    # A's worker may say "embedding" before its main thread says the id: take both
+    # lines in either order (expect() skips lines, so "embedding" could be lost); a CI
+    # run once read "idembedding" when each was print()ed word by word
     said = dict(kernel_a.stdout.readline().strip().partition(" ")[::2] for _ in range(2))
     assert set(said) == {"id", "embedding"}, said
     memory_id = said["id"]  # ... and A's worker holds the old text's batch
