@@ -8,9 +8,9 @@ per call with a thread per core, 30 ms and 77 ms with one; one writer alone 21 -
 back (:func:`every_thread`), as one thread built an index of 20k memories 25% slower.
 
 **Retries.** Two commits racing for the next snapshot: DuckLake retries the loser
-after ``ducklake_retry_wait_ms`` (100 ms by default, growing 1.5x, so the 20th wait
-is 16 s); a commit takes ~10-20 ms here, so a short wait growing slowly keeps
-writers flowing.  Measured with 4 writers on 2 cores (benchmarks/bench_lake.py):
+after ``ducklake_retry_wait_ms`` (100 ms by default, growing 1.5x: a wait of 5.8 s
+after ten lost races); a commit takes ~10-20 ms here, so a short wait growing
+slowly keeps writers flowing.  Measured with 4 writers on 2 cores (benchmarks/bench_lake.py):
 1.5x gave 45 add_event/s but calls stalled up to 18-24 s; 1.1x gives 32-36/s with
 the slowest call 1-2 s.
 """
