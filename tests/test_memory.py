@@ -278,6 +278,36 @@ def test_rows_of_another_writer_load_their_session_once(mem):
     assert mem.working.loads == loads + 1
 
 
+def test_a_feed_of_more_rows_than_the_window_holds_loads_the_session_once(mem):
+    """A lake reader that was idle while another writer added 700 events to one
+    session: the feed hands over all 700, oldest first, and all but the last
+    ``cap`` are older than the window loaded for them.  (Each such row dropped the
+    window, and the next loaded it again: 326 loads, 7 of a catch-up's 7.5 s.)"""
+    cap = mem.working.cap
+    mem.add_events(
+        [
+            {
+                "session_id": "s",
+                "role": "user",
+                "content": f"turn {i}",
+                "created_at": f"2024-01-01T00:{i // 60:02d}:{i % 60:02d}",
+            }
+            for i in range(cap + 30)
+        ]
+    )
+    records = list(reversed(mem.working.recent("default", "s")))  # the last cap rows
+    older = mem.events(session_id="s").sort_values("created_at").head(30).to_dict("records")
+    loads = mem.working.loads
+    mem.working.follow(Change(added=[dict(r, seq=n) for n, r in enumerate(older + records)]))
+    assert mem.working.loads == loads  # the cached window already holds what counts
+    mem.working.invalidate()
+    mem.working.follow(Change(added=[dict(r, seq=n) for n, r in enumerate(older + records)]))
+    assert mem.working.loads == loads + 1  # loaded at the first row, kept for the rest
+    recent = mem.recent("s", limit=cap)["content"].tolist()
+    assert recent == [f"turn {i}" for i in range(cap + 29, 29, -1)]
+    assert mem.working.loads == loads + 1
+
+
 def test_working_memory_follows_deletes_and_backdated_events(mem):
     first = mem.add_event("s", "user", "first", created_at="2024-01-02T00:00:00")
     mem.add_event("s", "user", "second", created_at="2024-01-03T00:00:00")

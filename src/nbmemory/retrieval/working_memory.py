@@ -70,7 +70,12 @@ class WorkingMemory:
             self.forget_ids(changed)
 
     def _appended(self, record: dict[str, Any]) -> None:
-        """A new event: appended to its cached session (loaded first if not cached)."""
+        """A new event: appended to its cached session (loaded first if not cached).
+
+        A row the window already holds, or older than all of a full window (outside
+        the session's last ``cap`` rows), changes nothing: a lake's feed hands over
+        rows committed before the window was loaded, oldest first.
+        """
         key = (record["namespace"], record["session_id"])
         with self._lock:
             window = self._sessions.get(key)
@@ -80,6 +85,8 @@ class WorkingMemory:
             if window and record["created_at"] <= window[-1]["created_at"]:
                 if any(held["id"] == record["id"] for held in window):
                     return  # loaded with its session already (a lake's feed comes later)
+                if len(window) == window.maxlen and record["created_at"] < window[0]["created_at"]:
+                    return  # older than the last ``cap`` rows the window holds
                 if record["created_at"] < window[-1]["created_at"]:
                     del self._sessions[key]  # out of order: reload lazily
                     return
