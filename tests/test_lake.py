@@ -143,6 +143,41 @@ def test_the_api_answers_the_same_on_a_lake_as_on_a_file(lake_url: str, tmp_path
     assert on_lake == on_file
 
 
+def test_the_feed_reads_only_the_tables_other_writers_changed(lake_url: str, monkeypatch) -> None:
+    """Each followed table's changes cost a catalog query (25-75 ms) even when the
+    snapshots wrote nothing to it: a reader following four writers spent a third of
+    its feed on the sessions table, which their events never touch.  The snapshots'
+    own list of changed tables says which to read, and a session closed elsewhere
+    still arrives."""
+    from nbmemory.store.lake import feed
+
+    read: list[str] = []
+    real = feed._feed
+
+    def recorded(run, table, *args):
+        read.append(table)
+        return real(run, table, *args)
+
+    monkeypatch.setattr(feed, "_feed", recorded)
+    with _open(lake_url) as writer, _open(lake_url) as reader:
+        writer.start_session("u1", session_id="s")
+        writer.add_event("s", "user", "hello")
+        writer.flush()
+        reader.get_context("s", "hello")  # caught up
+        changes: list = []
+        reader.store.listen(changes.append)
+        read.clear()
+        writer.add_event("s", "user", "the port is now 8443")
+        found = reader.search("port 8443", mode="keyword")
+        assert found["content"].tolist() == ["the port is now 8443"]
+        assert "events" in read and "sessions" not in read, read
+        read.clear()
+        writer.close_session("s")
+        reader.search("port", mode="keyword")
+        assert read == ["sessions"], read
+        assert any(("default", "s") in c.sessions_inactive for c in changes), changes
+
+
 _WRITER = """
 import json, sys
 import pytest

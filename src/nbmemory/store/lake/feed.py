@@ -9,7 +9,7 @@ and dropped; sessions active and closed.  Never a reload of a table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,13 +21,78 @@ from .url import LAKE
 #: Runs one statement on the lake's connection (the store's ``run``).
 Run = Callable[..., Any]
 
+#: The tables whose rows the caches follow.
+FOLLOWED = ("events", "event_vectors", "sessions")
 
-def changes(run: Run, first: int, last: int, foreign: set[int]) -> Change:
+#: Kinds of change in a snapshot's ``changes`` (DuckLake's ``snapshots()``) that name
+#: the ids of the tables whose rows they added or deleted.  Any other kind (a table
+#: created, altered or compacted, a schema change) makes the feed read every table.
+_ROW_CHANGES = frozenset(
+    {"tables_inserted_into", "tables_deleted_from", "inlined_insert", "inlined_delete"}
+)
+
+
+class TableNames:
+    """The lake's table ids -> names (DuckLake's ``ducklake_table_info``), asked once,
+    and again after a snapshot made or altered a table."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._names: dict[int, str] | None = None
+
+    def __call__(self) -> dict[int, str]:
+        if self._names is None:
+            rows = self._run("SELECT table_id, table_name FROM ducklake_table_info(?)", [LAKE])
+            self._names = {int(i): name for i, name in rows}
+        return self._names
+
+    def forget(self) -> None:
+        self._names = None
+
+
+def touched(
+    snapshot_changes: Iterable[Mapping[str, Sequence[str]] | None], names: TableNames
+) -> set[str] | None:
+    """The followed tables whose rows the snapshots changed, from their ``changes``
+    maps; None when a snapshot changed something else (then every table is read).
+
+    Reading a table's changes costs a catalog query of 25-75 ms even when the
+    snapshots wrote nothing to it, and most snapshots of a team's lake write one
+    table (an event, or a batch of its vectors).
+    """
+    ids: set[int] = set()
+    for changed in snapshot_changes:
+        if not changed:
+            continue
+        for kind, values in changed.items():
+            if kind not in _ROW_CHANGES:
+                names.forget()  # a table made, altered, dropped: its id may be new
+                return None
+            try:
+                ids.update(int(v) for v in values)
+            except ValueError:
+                return None
+    known = names()
+    if not ids <= set(known):
+        names.forget()
+        return None  # a table this process does not know yet: read them all
+    return {known[i] for i in ids} & set(FOLLOWED)
+
+
+def changes(
+    run: Run, first: int, last: int, foreign: set[int], tables: set[str] | None = None
+) -> Change:
     """What the snapshots ``foreign`` (of other writers, between ``first`` and ``last``)
-    changed in the rows the caches follow: events, their vectors, sessions."""
+    changed in the rows the caches follow: events, their vectors, sessions (only
+    those of ``tables`` when given: see :func:`touched`)."""
     change = Change()
     wanted = sorted(foreign)
-    rows = _feed(run, "events", first, last, wanted, READ_COLUMNS + ("seq",))
+    read = set(FOLLOWED) if tables is None else tables
+    rows = (
+        _feed(run, "events", first, last, wanted, READ_COLUMNS + ("seq",))
+        if "events" in read
+        else []
+    )
     before: dict[str, Any] = {}
     for kind, record in rows:
         if kind == "insert":
@@ -50,14 +115,19 @@ def changes(run: Run, first: int, last: int, foreign: set[int]) -> Change:
     change.added.sort(key=lambda r: (r["created_at"], r["seq"]))
     change.bulk = len(change.added) > 1000
     by_model: dict[str, list[dict[str, Any]]] = {}
-    for kind, record in _feed(
-        run,
-        "event_vectors",
-        first,
-        last,
-        wanted,
-        ("id", "namespace", "model", "embedding", "passage"),
-    ):
+    vector_rows = (
+        _feed(
+            run,
+            "event_vectors",
+            first,
+            last,
+            wanted,
+            ("id", "namespace", "model", "embedding", "passage"),
+        )
+        if "event_vectors" in read
+        else []
+    )
+    for kind, record in vector_rows:
         if kind == "insert":
             by_model.setdefault(record["model"], []).append(record)
         elif kind == "delete":
@@ -72,9 +142,19 @@ def changes(run: Run, first: int, last: int, foreign: set[int]) -> Change:
                 [r["passage"] for r in records],
             )
         )
-    for kind, record in _feed(
-        run, "sessions", first, last, wanted, ("namespace", "session_id", "status", "last_activity")
-    ):
+    session_rows = (
+        _feed(
+            run,
+            "sessions",
+            first,
+            last,
+            wanted,
+            ("namespace", "session_id", "status", "last_activity"),
+        )
+        if "sessions" in read
+        else []
+    )
+    for kind, record in session_rows:
         key = (record["namespace"], record["session_id"])
         if kind in ("insert", "update_postimage") and record["status"] == "active":
             change.sessions_inactive.discard(key)

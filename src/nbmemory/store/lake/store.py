@@ -108,6 +108,7 @@ class LakeStore(Store):
         #: Snapshots of other writers seen so far through the change feed.
         self.foreign_snapshots = 0
         self._seen: int | None = None
+        self._tables = feed.TableNames(self.run)
         self._seq_lock = threading.Lock()
         self._seq_last = 0
         self._seq_salt = random.getrandbits(12)
@@ -537,19 +538,18 @@ class LakeStore(Store):
                 self._seen = now if self._seen is None else max(self._seen, now)
                 return
             first = self._seen + 1
-            foreign = {
-                int(r[0])
-                for r in self.run(
-                    f"SELECT snapshot_id FROM {LAKE}.snapshots() WHERE snapshot_id BETWEEN ? AND ?"
-                    " AND coalesce(author, '') <> ?",
-                    [first, now, self.author],
-                )
-            }
+            snapshots = self.run(
+                f"SELECT snapshot_id, changes FROM {LAKE}.snapshots()"
+                " WHERE snapshot_id BETWEEN ? AND ? AND coalesce(author, '') <> ?",
+                [first, now, self.author],
+            )
+            foreign = {int(r[0]) for r in snapshots}
             self._seen = now
             if foreign:
                 self.foreign_snapshots += len(foreign)
                 try:
-                    change = feed.changes(self.run, first, now, foreign)
+                    tables = feed.touched((r[1] for r in snapshots), self._tables)
+                    change = feed.changes(self.run, first, now, foreign, tables)
                 except duckdb.Error:  # snapshots expired meanwhile: read everything again
                     change = Change(unknown=True)
                 self._announce(change)
