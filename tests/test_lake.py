@@ -167,7 +167,7 @@ def test_the_feed_reads_only_the_tables_other_writers_changed(lake_url: str, mon
         changes: list = []
         reader.store.listen(changes.append)
         read.clear()
-        writer.add_event("s", "user", "the port is now 8443")
+        writer.add_event("notes", "user", "the port is now 8443")  # not a started session
         found = reader.search("port 8443", mode="keyword")
         assert found["content"].tolist() == ["the port is now 8443"]
         assert "events" in read and "sessions" not in read, read
@@ -176,6 +176,28 @@ def test_the_feed_reads_only_the_tables_other_writers_changed(lake_url: str, mon
         reader.search("port", mode="keyword")
         assert read == ["sessions"], read
         assert any(("default", "s") in c.sessions_inactive for c in changes), changes
+
+
+def test_a_reader_asks_the_catalog_for_the_new_snapshots_alone(lake_url: str, monkeypatch) -> None:
+    """Which snapshots other writers made since the last call: DuckLake's ``snapshots()``
+    reads the lake's whole history to answer (35-70 ms of CPU per call at 4,000
+    snapshots, growing with every commit); its catalog table, filtered by id in
+    PostgreSQL, answers in about 2 ms."""
+    sql: list[str] = []
+    real = LakeStore.run
+
+    def recorded(self, statement, *args, **kwargs):
+        sql.append(statement)
+        return real(self, statement, *args, **kwargs)
+
+    monkeypatch.setattr(LakeStore, "run", recorded)
+    with _open(lake_url) as writer, _open(lake_url) as reader:
+        reader.search("anything", mode="keyword")
+        writer.add_event("s", "user", "the port is now 8443")
+        sql.clear()
+        assert len(reader.search("port", mode="keyword")) == 1
+    assert not [s for s in sql if "snapshots()" in s], sql
+    assert [s for s in sql if "ducklake_snapshot_changes" in s], sql
 
 
 _WRITER = """
@@ -209,6 +231,7 @@ calls, deadline, writers_done = 0, time.monotonic() + 900, False
 while True:  # read while the writers write; once they are done, until all is here
     mem.get_context("reader", "which note did a writer leave?")
     calls += 1
+    time.sleep(0.2)  # an agent's turns, not a busy loop taking the writers' CPU
     index = mem.core.indexes.vectors(mem.model_name)
     if len(index) >= total and len(mem.core.indexes.keywords()) >= total:
         break

@@ -1,8 +1,9 @@
 """The lake's change feed: what other writers' snapshots changed, row by row.
 
 :meth:`LakeStore.refresh <.store.LakeStore.refresh>` finds the snapshots other
-writers committed since it last looked; :func:`changes` reads their rows from
-DuckLake's ``ducklake_table_changes`` and says what they mean to the caches (a
+writers committed since it last looked (:class:`Snapshots`); :func:`changes`
+reads their rows from DuckLake's ``ducklake_table_changes``, only of the tables
+they wrote (:func:`touched`), and says what they mean to the caches (a
 :class:`~..changes.Change`): events added, deleted, re-texted; vectors added
 and dropped; sessions active and closed.  Never a reload of a table.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from ..changes import Change, Vectors
@@ -24,12 +26,73 @@ Run = Callable[..., Any]
 #: The tables whose rows the caches follow.
 FOLLOWED = ("events", "event_vectors", "sessions")
 
-#: Kinds of change in a snapshot's ``changes`` (DuckLake's ``snapshots()``) that name
-#: the ids of the tables whose rows they added or deleted.  Any other kind (a table
+#: Kinds of change in a snapshot's changes that name the ids of the tables whose rows
+#: they added or deleted, as DuckLake's catalog table ``ducklake_snapshot_changes``
+#: writes them and as its ``snapshots()`` shows them.  Any other kind (a table
 #: created, altered or compacted, a schema change) makes the feed read every table.
 _ROW_CHANGES = frozenset(
-    {"tables_inserted_into", "tables_deleted_from", "inlined_insert", "inlined_delete"}
+    {
+        "inserted_into_table",
+        "deleted_from_table",
+        "tables_inserted_into",
+        "tables_deleted_from",
+        "inlined_insert",
+        "inlined_delete",
+    }
 )
+
+#: What one snapshot changed: kind -> table ids or names (None: not known).
+Changed = Mapping[str, Sequence[str]] | None
+
+
+class Snapshots:
+    """The snapshots other writers made in a range of ids, each with what it changed.
+
+    Read from the catalog's own ``ducklake_snapshot_changes`` table, which the
+    catalog database filters by id.  DuckLake's ``snapshots()`` reads every
+    snapshot the lake ever made and filters after: 35-70 ms of a reader's CPU per
+    call at 4,000 snapshots, against 2 ms, and it grows with the lake's history.
+    Where that table cannot be read (another layout), ``snapshots()`` it is.
+    """
+
+    def __init__(self, run: Run, catalog: str, schema: str | None) -> None:
+        self._run = run
+        schema = schema or ("public" if catalog == "postgres" else "main")
+        name = schema.replace('"', '""')
+        self._table: str | None = f'__ducklake_metadata_{LAKE}."{name}".ducklake_snapshot_changes'
+
+    def foreign(self, first: int, last: int, author: str) -> list[tuple[int, Changed]]:
+        """(id, what it changed) of the snapshots in ``[first, last]`` not by ``author``."""
+        if self._table is not None:
+            try:
+                rows = self._run(
+                    f"SELECT snapshot_id, changes_made FROM {self._table}"
+                    " WHERE snapshot_id BETWEEN ? AND ? AND coalesce(author, '') <> ?",
+                    [first, last, author],
+                )
+                return [(int(i), _parsed(text)) for i, text in rows]
+            except (duckdb.CatalogException, duckdb.BinderException):
+                self._table = None  # not DuckLake's layout as this version knows it
+        rows = self._run(
+            f"SELECT snapshot_id, changes FROM {LAKE}.snapshots()"
+            " WHERE snapshot_id BETWEEN ? AND ? AND coalesce(author, '') <> ?",
+            [first, last, author],
+        )
+        return [(int(i), changed) for i, changed in rows]
+
+
+def _parsed(text: str | None) -> Changed:
+    """``inlined_insert:3,inserted_into_table:9`` as {kind: [value, ...]}; None when a
+    part has no kind (a quoted name with a comma, say)."""
+    changed: dict[str, list[str]] = {}
+    for part in (text or "").split(","):
+        if not part:
+            continue
+        kind, colon, value = part.partition(":")
+        if not colon:
+            return None
+        changed.setdefault(kind, []).append(value)
+    return changed
 
 
 class TableNames:
@@ -50,9 +113,7 @@ class TableNames:
         self._names = None
 
 
-def touched(
-    snapshot_changes: Iterable[Mapping[str, Sequence[str]] | None], names: TableNames
-) -> set[str] | None:
+def touched(snapshot_changes: Iterable[Changed], names: TableNames) -> set[str] | None:
     """The followed tables whose rows the snapshots changed, from their ``changes``
     maps; None when a snapshot changed something else (then every table is read).
 
@@ -62,8 +123,9 @@ def touched(
     """
     ids: set[int] = set()
     for changed in snapshot_changes:
-        if not changed:
-            continue
+        if changed is None:
+            names.forget()
+            return None
         for kind, values in changed.items():
             if kind not in _ROW_CHANGES:
                 names.forget()  # a table made, altered, dropped: its id may be new

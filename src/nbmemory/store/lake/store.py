@@ -109,6 +109,9 @@ class LakeStore(Store):
         self.foreign_snapshots = 0
         self._seen: int | None = None
         self._tables = feed.TableNames(self.run)
+        self._snapshots = feed.Snapshots(
+            self.run, self.address.catalog, self.address.metadata_schema
+        )
         self._seq_lock = threading.Lock()
         self._seq_last = 0
         self._seq_salt = random.getrandbits(12)
@@ -538,12 +541,8 @@ class LakeStore(Store):
                 self._seen = now if self._seen is None else max(self._seen, now)
                 return
             first = self._seen + 1
-            snapshots = self.run(
-                f"SELECT snapshot_id, changes FROM {LAKE}.snapshots()"
-                " WHERE snapshot_id BETWEEN ? AND ? AND coalesce(author, '') <> ?",
-                [first, now, self.author],
-            )
-            foreign = {int(r[0]) for r in snapshots}
+            snapshots = self._snapshots.foreign(first, now, self.author)
+            foreign = {r[0] for r in snapshots}
             self._seen = now
             if foreign:
                 self.foreign_snapshots += len(foreign)
