@@ -308,6 +308,25 @@ def test_a_feed_of_more_rows_than_the_window_holds_loads_the_session_once(mem):
     assert mem.working.loads == loads + 1
 
 
+def test_working_memory_keeps_the_sessions_used_last_and_no_more(mem):
+    """A lake reader is handed the rows of every writer's sessions: the cache keeps a
+    bounded number of them, the least recently used dropped first."""
+    from nbmemory.retrieval.working_memory import WorkingMemory
+
+    working = WorkingMemory(mem.store, cap=5, sessions=2)
+    for name in ("a", "b", "c"):
+        mem.add_event(name, "user", f"in {name}")
+    for name in ("a", "b"):
+        working.recent("default", name)
+    working.recent("default", "a")  # used last: b is now the oldest
+    working.recent("default", "c")
+    assert ("default", "a") in working and ("default", "c") in working
+    assert ("default", "b") not in working
+    loads = working.loads
+    assert [r["content"] for r in working.recent("default", "b")] == ["in b"]
+    assert working.loads == loads + 1 and ("default", "a") not in working
+
+
 def test_working_memory_follows_deletes_and_backdated_events(mem):
     first = mem.add_event("s", "user", "first", created_at="2024-01-02T00:00:00")
     mem.add_event("s", "user", "second", created_at="2024-01-03T00:00:00")

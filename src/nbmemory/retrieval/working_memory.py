@@ -6,13 +6,15 @@ session not seen yet in this process is loaded once from the store (so the cache
 is rebuilt after a restart).  It follows the store's change announcements: a new
 event is appended to its session; a session whose order cannot be kept cheaply
 (an event inserted in the past, a bulk load), or whose events changed or went,
-is dropped and reloaded on its next read.
+is dropped and reloaded on its next read.  At most :data:`SESSIONS` sessions are
+kept, the least recently used dropped first: a lake's feed hands a reader the rows
+of every writer's sessions, and a long-lived process must not keep them all.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,12 +22,16 @@ from ..store import Change, Store
 
 Key = tuple[str, str]
 
+#: Sessions kept at most (each its last ``cap`` rows); the least recently used goes.
+SESSIONS = 256
+
 
 class WorkingMemory:
-    def __init__(self, store: Store, cap: int) -> None:
+    def __init__(self, store: Store, cap: int, sessions: int = SESSIONS) -> None:
         self.store = store
         self.cap = cap
-        self._sessions: dict[Key, deque[dict[str, Any]]] = {}
+        self.sessions = sessions
+        self._sessions: OrderedDict[Key, deque[dict[str, Any]]] = OrderedDict()
         self._lock = threading.RLock()
         #: How many times a session was (re)loaded from the store.
         self.loads = 0
@@ -40,6 +46,8 @@ class WorkingMemory:
         window: deque[dict[str, Any]] = deque(records, maxlen=self.cap)
         if not self.store.in_transaction:  # uncommitted rows must not stay cached
             self._sessions[key] = window
+            while len(self._sessions) > self.sessions:
+                self._sessions.popitem(last=False)
         return window
 
     def recent(self, namespace: str, session_id: str, limit: int | None = None) -> list[dict]:
@@ -50,6 +58,8 @@ class WorkingMemory:
             window = self._sessions.get(key)
             if window is None:
                 window = self._load(key)
+            else:
+                self._sessions.move_to_end(key)
             items = list(window)
         items.reverse()
         return items if limit is None else items[: max(0, limit)]
@@ -91,6 +101,7 @@ class WorkingMemory:
                     del self._sessions[key]  # out of order: reload lazily
                     return
             window.append(record)
+            self._sessions.move_to_end(key)
 
     def invalidate(self, keys: Iterable[Key] | None = None) -> None:
         """Forget cached sessions (all of them when ``keys`` is None)."""
