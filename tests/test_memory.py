@@ -325,6 +325,11 @@ def test_working_memory_keeps_the_sessions_used_last_and_no_more(mem):
     loads = working.loads
     assert [r["content"] for r in working.recent("default", "b")] == ["in b"]
     assert working.loads == loads + 1 and ("default", "a") not in working
+    # a feed of rows of more sessions than it holds loads none of them per row
+    rows = [dict(working.recent("default", n)[0], seq=i) for i, n in enumerate("abc")]
+    loads = working.loads
+    working.follow(Change(added=rows * 3))
+    assert working.loads == loads
 
 
 def test_working_memory_follows_deletes_and_backdated_events(mem):

@@ -90,7 +90,12 @@ class WorkingMemory:
         with self._lock:
             window = self._sessions.get(key)
             if window is None:
-                self._load(key)  # the new row is in the store, and any committed after it
+                # the new row is in the store, and any committed after it; with the
+                # cache full, loading here would drop a session to make room, and a
+                # feed of more sessions than it holds would load one per row: the
+                # session is loaded when it is read instead
+                if len(self._sessions) < self.sessions:
+                    self._load(key)
                 return
             if window and record["created_at"] <= window[-1]["created_at"]:
                 if any(held["id"] == record["id"] for held in window):
