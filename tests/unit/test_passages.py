@@ -120,3 +120,65 @@ def test_log_lines_and_json_are_not_prose() -> None:
     assert looks_prose("The agent reads the file before it starts, then writes (twice).")
     assert not looks_prose("2026-03-22T16:49:07Z WARN scheduler[7061] took 222ms status=200")
     assert not looks_prose(json.dumps({"tool": "indexer", "ok": True, "items": [1, 2, 3]}))
+
+
+PYTHON_TRACEBACK = """Traceback (most recent call last):
+  File "/srv/app/planner/core.py", line 337, in run_planner
+    result = self.planner.handle(request, retries=3)
+  File "/srv/app/billing/core.py", line 865, in run_billing
+    result = self.billing.handle(request, retries=2)
+KeyError: 'schema_55'"""
+
+JAVA_STACK = """Exception in thread "main" java.lang.NullPointerException: name is null
+\tat com.example.app.UserService.validate(UserService.java:42)
+\tat com.example.app.UserService.create(UserService.java:17)
+\tat com.example.app.Main.main(Main.java:9)"""
+
+JS_STACK = """TypeError: Cannot read properties of undefined (reading 'map')
+    at renderList (/home/ana/project/src/components/List.jsx:12:23)
+    at processChild (/home/ana/project/node_modules/react-dom/server.js:3353:14)"""
+
+PYTHON_CODE = """def load_config(path):
+    with open(path) as handle:
+        data = yaml.safe_load(handle)
+    if not data:
+        raise ValueError("empty config")
+    return Settings(**data)"""
+
+
+def test_code_and_stack_traces_pasted_without_a_fence_are_not_prose() -> None:
+    """Mostly words, like prose, but indented line after line (these four read as prose
+    before: a sentence after them shared their passages)."""
+    for pasted in (PYTHON_TRACEBACK, JAVA_STACK, JS_STACK, PYTHON_CODE):
+        assert not looks_prose(pasted), pasted
+    # a list nested under prose, with fewer indented lines than not, stays prose
+    plan = "The plan:\n1. Review the migration.\n   - check the rollback\n2. Ship it."
+    assert looks_prose(plan)
+    assert looks_prose("Hi Marta,\nthe offsite is in Ljubljana.\nBest, Ana")
+
+
+def test_a_sentence_with_a_number_or_two_is_prose() -> None:
+    """Facts carry numbers (a port, a time, a date): one number in four words or fewer
+    is prose; log lines and key=value output, with a number for nearly every word, are
+    not (all three sentences below were not prose before)."""
+    for sentence in (
+        "the port is now 8443",
+        "The staging database password rotates every Thursday at 04:00.",
+        "Timings after the change, over 60 runs on my machine: p50 23 ms, p95 249 ms,"
+        " down from roughly twice that before.",
+    ):
+        assert looks_prose(sentence), sentence
+    assert not looks_prose("INFO took 222 ms status 200 retries 3 pid 7061")
+    assert not looks_prose("id=4412 user=88 took=31ms rows=1200 ok=1")
+
+
+def test_a_fact_after_an_unfenced_traceback_gets_a_passage_without_it() -> None:
+    prose = " ".join(["The nightly import failed again on the planner host."] * 6)
+    for fact in (
+        "Rollbacks of the billing service need approval from Kofi.",
+        "The staging database password rotates every Thursday at 04:00.",
+    ):
+        text = prose + "\n\n" + "\n\n".join([PYTHON_TRACEBACK] * 4) + "\n\n" + fact
+        spans = split_passages(text, word_spans, 128)
+        holding = [text[a:b] for a, b in spans if fact in text[a:b]]
+        assert holding and all("schema_55" not in passage for passage in holding), holding

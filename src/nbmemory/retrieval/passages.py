@@ -49,6 +49,8 @@ _WORD = re.compile(r"\w+|[^\w\s]")
 _FENCE = re.compile(r"\s{0,3}(```|~~~)")
 _PROSE_MARKS = frozenset(".,;:!?'\"()-`")
 _SENTENCE_END = frozenset(".!?;")
+#: A number as prose writes it: digits, with separators inside (8443, 04:00, 2026-03-04).
+_NUMBER = re.compile(r"\d+(?:[.:,/-]\d+)*")
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:
@@ -131,7 +133,8 @@ def _windows(
 
 def segments(text: str) -> list[tuple[int, int]]:
     """Character spans tiling ``text``: maximal runs of prose paragraphs and of the
-    rest (fenced blocks, logs, JSON, tracebacks), split at blank lines and fences.
+    rest (fenced blocks, logs, JSON, code and tracebacks), split at blank lines and
+    fences.
 
     A paragraph is prose when letters and spaces make most of it and digits little
     (:func:`looks_prose`); whatever sits between fences is not prose."""
@@ -190,11 +193,25 @@ def _blocks(text: str) -> list[tuple[int, bool]]:
 
 def looks_prose(paragraph: str) -> bool:
     """Whether a paragraph reads as sentences: at least 85% letters and spaces (basic
-    punctuation included) and at most 5% digits; a log line, JSON or a traceback is not."""
+    punctuation and digits included), few numbers, and not indented line after line.
+
+    Few numbers: at most 5% digits, or at most one number (``8443``, ``04:00``,
+    ``2026-03-04``) in four words, so a short fact such as "the port is now 8443"
+    is prose.  A log line or JSON fails the first two.  Code, a Python traceback or a Java,
+    JavaScript or Rust stack trace pasted without a fence is mostly words, but at
+    least half of its lines start with a space or a tab, which wrapped sentences do
+    not (a list nested under a line of prose is counted with the code).
+    """
     size = len(paragraph) or 1
-    words = sum(c.isalpha() or c.isspace() or c in _PROSE_MARKS for c in paragraph)
     digits = sum(c.isdigit() for c in paragraph)
-    return words >= 0.85 * size and digits <= 0.05 * size
+    words = sum(c.isalpha() or c.isspace() or c in _PROSE_MARKS for c in paragraph)
+    if words + digits < 0.85 * size:
+        return False
+    if digits > 0.05 * size and 4 * len(_NUMBER.findall(paragraph)) > len(paragraph.split()):
+        return False
+    lines = [line for line in paragraph.splitlines() if line.strip()]
+    indented = sum(line[:1] in (" ", "\t") for line in lines)
+    return len(lines) < 2 or 2 * indented < len(lines)
 
 
 def _gap(text: str, spans: Sequence[tuple[int, int]], i: int) -> str:
