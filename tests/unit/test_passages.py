@@ -146,14 +146,30 @@ PYTHON_CODE = """def load_config(path):
     return Settings(**data)"""
 
 
+DIFF = """--- a/src/config.py
++++ b/src/config.py
+@@ -10,7 +10,7 @@ class Settings:
+-    port: int = 8080
++    port: int = 8443
+     host: str = "0.0.0.0"
+     debug: bool = False"""
+
+
 def test_code_and_stack_traces_pasted_without_a_fence_are_not_prose() -> None:
     """Mostly words, like prose, but indented line after line (these four read as prose
     before: a sentence after them shared their passages)."""
-    for pasted in (PYTHON_TRACEBACK, JAVA_STACK, JS_STACK, PYTHON_CODE):
+    for pasted in (PYTHON_TRACEBACK, JAVA_STACK, JS_STACK, PYTHON_CODE, DIFF):
         assert not looks_prose(pasted), pasted
     # a list nested under prose, with fewer indented lines than not, stays prose
     plan = "The plan:\n1. Review the migration.\n   - check the rollback\n2. Ship it."
     assert looks_prose(plan)
+    # and so does a Markdown answer whose nested bullets are most of its lines
+    bullets = (
+        "Here is what changed:\n- **Retries**: back off exponentially\n"
+        "  - capped at 30 s\n  - jittered\n- **Config**: read the environment first\n"
+        "  * then the file\n    1. the project's\n    2) the user's"
+    )
+    assert looks_prose(bullets)
     assert looks_prose("Hi Marta,\nthe offsite is in Ljubljana.\nBest, Ana")
 
 

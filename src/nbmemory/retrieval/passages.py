@@ -49,6 +49,10 @@ _WORD = re.compile(r"\w+|[^\w\s]")
 _FENCE = re.compile(r"\s{0,3}(```|~~~)")
 _PROSE_MARKS = frozenset(".,;:!?'\"()-`")
 _SENTENCE_END = frozenset(".!?;")
+#: A line laid out as code: indented, or a diff's added, removed or hunk line.
+_CODE_LINE = re.compile(r"[ \t]|[-+](?! \S)|@@ ")
+#: An item of a Markdown list, however deeply nested: ``- ``, ``* ``, ``+ ``, ``1. ``, ``2) ``.
+_LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)]) \S")
 #: A number as prose writes it: digits, with separators inside (8443, 04:00, 2026-03-04).
 _NUMBER = re.compile(r"\d+(?:[.:,/-]\d+)*")
 
@@ -192,15 +196,17 @@ def _blocks(text: str) -> list[tuple[int, bool]]:
 
 
 def looks_prose(paragraph: str) -> bool:
-    """Whether a paragraph reads as sentences: at least 85% letters and spaces (basic
-    punctuation and digits included), few numbers, and not indented line after line.
+    """Whether a paragraph reads as sentences: at least 85% letters, digits, spaces and
+    basic punctuation, few numbers, and not laid out line by line as code.
 
     Few numbers: at most 5% digits, or at most one number (``8443``, ``04:00``,
-    ``2026-03-04``) in four words, so a short fact such as "the port is now 8443"
-    is prose.  A log line or JSON fails the first two.  Code, a Python traceback or a Java,
-    JavaScript or Rust stack trace pasted without a fence is mostly words, but at
-    least half of its lines start with a space or a tab, which wrapped sentences do
-    not (a list nested under a line of prose is counted with the code).
+    ``2026-03-04``) in four words, so a short fact such as "the port is now 8443" is
+    prose, and a log line is not.  JSON fails the first test.  Code, a Python
+    traceback, a Java, JavaScript or Rust stack trace or a diff pasted without a
+    fence is mostly words, but at least half of its lines are code lines
+    (:data:`_CODE_LINE`: indented, or a diff's ``+``/``-``/``@@`` lines), which
+    wrapped sentences are not; a nested list item (``  - detail``) is not a code
+    line, so a Markdown answer's nested bullets stay prose.
     """
     size = len(paragraph) or 1
     digits = sum(c.isdigit() for c in paragraph)
@@ -210,8 +216,8 @@ def looks_prose(paragraph: str) -> bool:
     if digits > 0.05 * size and 4 * len(_NUMBER.findall(paragraph)) > len(paragraph.split()):
         return False
     lines = [line for line in paragraph.splitlines() if line.strip()]
-    indented = sum(line[:1] in (" ", "\t") for line in lines)
-    return len(lines) < 2 or 2 * indented < len(lines)
+    code = sum(bool(_CODE_LINE.match(line)) and not _LIST_ITEM.match(line) for line in lines)
+    return len(lines) < 2 or 2 * code < len(lines)
 
 
 def _gap(text: str, spans: Sequence[tuple[int, int]], i: int) -> str:
