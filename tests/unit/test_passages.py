@@ -156,8 +156,9 @@ DIFF = """--- a/src/config.py
 
 
 def test_code_and_stack_traces_pasted_without_a_fence_are_not_prose() -> None:
-    """Mostly words, like prose, but indented line after line (these four read as prose
-    before: a sentence after them shared their passages)."""
+    """Mostly words, like prose, but laid out line by line as code (the traceback, the
+    stack traces and the code read as prose before: a sentence after them shared
+    their passages)."""
     for pasted in (PYTHON_TRACEBACK, JAVA_STACK, JS_STACK, PYTHON_CODE, DIFF):
         assert not looks_prose(pasted), pasted
     # a list nested under prose, with fewer indented lines than not, stays prose

@@ -140,8 +140,8 @@ def segments(text: str) -> list[tuple[int, int]]:
     rest (fenced blocks, logs, JSON, code and tracebacks), split at blank lines and
     fences.
 
-    A paragraph is prose when letters and spaces make most of it and digits little
-    (:func:`looks_prose`); whatever sits between fences is not prose."""
+    A paragraph is prose when it reads as sentences (:func:`looks_prose`); whatever
+    sits between fences is not prose."""
     blocks = _blocks(text)
     result: list[tuple[int, int]] = []
     kind: bool | None = None
