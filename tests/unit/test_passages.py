@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from nbmemory.retrieval.passages import (
     looks_prose,
     passage_size,
@@ -174,6 +176,49 @@ def test_code_and_stack_traces_pasted_without_a_fence_are_not_prose() -> None:
     assert looks_prose("Hi Marta,\nthe offsite is in Ljubljana.\nBest, Ana")
 
 
+SHELL_SESSION = """$ pytest tests/test_billing.py -q
+........F.
+FAILED tests/test_billing.py::test_refund_rounding - assert 10.01 == 10.0
+1 failed, 9 passed in 0.84s
+$ git log --oneline -2
+3f2a9c1 Round refunds half to even
+9b7e001 Add the refund endpoint"""
+
+SQL = """SELECT customer_id, count(*) AS orders, sum(total) AS spent
+FROM orders o
+JOIN customers c ON c.id = o.customer_id
+WHERE o.created_at >= date '2026-01-01'
+GROUP BY customer_id
+ORDER BY spent DESC
+LIMIT 20"""
+
+REPL = """>>> import billing
+>>> billing.refund(order_id=4412, amount=Decimal("10.005"))
+Refund(order_id=4412, amount=Decimal('10.00'), status='queued')"""
+
+
+def test_shell_sessions_and_sql_pasted_without_a_fence_are_not_prose() -> None:
+    """A terminal session (``$``, ``>>>`` prompts) and a SQL query are mostly words
+    and not indented, so they read as prose before; prose that merely mentions a
+    command or starts with an upper-case word stays prose."""
+    for pasted in (
+        SHELL_SESSION,
+        SQL,
+        REPL,
+        "$ docker compose up -d",
+        "select * from users where id = 4412;",
+        "deploy@web-2:~/app$ systemctl restart app\nJob for app.service failed.",
+    ):
+        assert not looks_prose(pasted), pasted
+    for sentence in (
+        "UPDATE: the port is now 8443.",
+        "Select the rows you need from the export, then run $ make again.",
+        "Insert into the form the order's number, then press Refund.",
+        "$5 a month is what the plan costs.",
+    ):
+        assert looks_prose(sentence), sentence
+
+
 def test_a_sentence_with_a_number_or_two_is_prose() -> None:
     """Facts carry numbers (a port, a time, a date): one number in four words or fewer
     is prose; log lines and key=value output, with a number for nearly every word, are
@@ -189,13 +234,18 @@ def test_a_sentence_with_a_number_or_two_is_prose() -> None:
     assert not looks_prose("id=4412 user=88 took=31ms rows=1200 ok=1")
 
 
-def test_a_fact_after_an_unfenced_traceback_gets_a_passage_without_it() -> None:
+@pytest.mark.parametrize(
+    ("pasted", "marker"),
+    [(PYTHON_TRACEBACK, "schema_55"), (SHELL_SESSION, "test_refund"), (SQL, "customer_id")],
+    ids=["traceback", "shell session", "sql"],
+)
+def test_a_fact_after_unfenced_output_gets_a_passage_without_it(pasted, marker) -> None:
     prose = " ".join(["The nightly import failed again on the planner host."] * 6)
     for fact in (
         "Rollbacks of the billing service need approval from Kofi.",
         "The staging database password rotates every Thursday at 04:00.",
     ):
-        text = prose + "\n\n" + "\n\n".join([PYTHON_TRACEBACK] * 4) + "\n\n" + fact
+        text = prose + "\n\n" + "\n\n".join([pasted] * 4) + "\n\n" + fact
         spans = split_passages(text, word_spans, 128)
         holding = [text[a:b] for a, b in spans if fact in text[a:b]]
-        assert holding and all("schema_55" not in passage for passage in holding), holding
+        assert holding and all(marker not in passage for passage in holding), holding

@@ -53,6 +53,18 @@ _SENTENCE_END = frozenset(".!?;")
 _CODE_LINE = re.compile(r"[ \t]|[-+](?! \S)|@@ ")
 #: An item of a Markdown list, however deeply nested: ``- ``, ``* ``, ``+ ``, ``1. ``, ``2) ``.
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)]) \S")
+#: The first line of a terminal session: a shell's ``$`` or ``user@host:~$`` prompt,
+#: Python's ``>>>``, IPython's ``In [1]:``, PowerShell's ``PS C:\>``.
+_PROMPT = re.compile(r"\s*(?:\$|>>>|In \[\d+\]:|PS [A-Z]:\\[^>\n]*>|[\w.-]+@[\w.-]+:\S*[$#]) +\S")
+#: The first line of a SQL statement: upper-case keywords as SQL is written, or the
+#: lower-case forms a sentence does not start with (``select *``, ``insert into t (``).
+_SQL = re.compile(
+    r"\s*(?:SELECT\s+\S|WITH\s+\w+\s+AS\s*\(|INSERT\s+INTO\s|UPDATE\s+\S+\s+SET\s|DELETE\s+FROM\s"
+    r"|(?:CREATE|DROP)\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:UNIQUE\s+)?"
+    r"(?:TABLE|VIEW|INDEX|SCHEMA|SEQUENCE|MACRO)\s|ALTER\s+TABLE\s)"
+    r"|(?i:\s*(?:select\s+(?:\*|distinct\s|count\()|(?:insert\s+into|delete\s+from|create\s+table"
+    r"|alter\s+table|drop\s+table)\s+[\w.\"]+\s*(?:\(|where\b|values\b|add\b|;|$)))"
+)
 #: A number as prose writes it: digits, with separators inside (8443, 04:00, 2026-03-04).
 _NUMBER = re.compile(r"\d+(?:[.:,/-]\d+)*")
 
@@ -137,8 +149,8 @@ def _windows(
 
 def segments(text: str) -> list[tuple[int, int]]:
     """Character spans tiling ``text``: maximal runs of prose paragraphs and of the
-    rest (fenced blocks, logs, JSON, code and tracebacks), split at blank lines and
-    fences.
+    rest (fenced blocks, logs, JSON, code, tracebacks, terminal sessions and SQL),
+    split at blank lines and fences.
 
     A paragraph is prose when it reads as sentences (:func:`looks_prose`); whatever
     sits between fences is not prose."""
@@ -206,7 +218,9 @@ def looks_prose(paragraph: str) -> bool:
     fence is mostly words, but at least half of its lines are code lines
     (:data:`_CODE_LINE`: indented, or a diff's ``+``/``-``/``@@`` lines), which
     wrapped sentences are not; a nested list item (``  - detail``) is not a code
-    line, so a Markdown answer's nested bullets stay prose.
+    line, so a Markdown answer's nested bullets stay prose.  A terminal session or a
+    SQL query is mostly words and not indented either: a paragraph that opens with a
+    prompt (:data:`_PROMPT`) or a statement (:data:`_SQL`) is not prose.
     """
     size = len(paragraph) or 1
     digits = sum(c.isdigit() for c in paragraph)
@@ -216,6 +230,8 @@ def looks_prose(paragraph: str) -> bool:
     if digits > 0.05 * size and 4 * len(_NUMBER.findall(paragraph)) > len(paragraph.split()):
         return False
     lines = [line for line in paragraph.splitlines() if line.strip()]
+    if lines and (_PROMPT.match(lines[0]) or _SQL.match(lines[0])):
+        return False
     code = sum(bool(_CODE_LINE.match(line)) and not _LIST_ITEM.match(line) for line in lines)
     return len(lines) < 2 or 2 * code < len(lines)
 
