@@ -3,6 +3,8 @@ and the trained length with the real model (these skip without $NBMEMORY_MODEL_P
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import random
 import sys
 import threading
@@ -87,6 +89,48 @@ def test_an_embedder_passed_in_is_not_closed_by_the_store(fresh_pool, tmp_path) 
     embedder.close()
     embedder.close()  # idempotent
     assert _ours() == {}
+
+
+@contextlib.contextmanager
+def _full_collections():
+    """The full garbage collections (generation 2) explicitly asked for inside the
+    block; automatic ones are held off meanwhile, so only a ``gc.collect()`` counts."""
+    seen: list[dict] = []
+
+    def record(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            seen.append(info)
+
+    enabled = gc.isenabled()
+    gc.disable()
+    gc.callbacks.append(record)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(record)
+        if enabled:
+            gc.enable()
+
+
+def test_closing_the_last_store_collects_only_when_a_model_is_dropped(fresh_pool, tmp_path) -> None:
+    """A full collection walks every object of the process (about 50 ms in a test
+    worker, more in a long-lived notebook kernel); a store's indexes are freed by
+    reference counting, so closing one pays for it only when a model goes with it."""
+    from nbmemory import memory as memory_module
+
+    with Memory(str(tmp_path / "a.duckdb"), embedder="hash") as mem:
+        mem.add_event("s", "user", "hello")
+        mem.search("hello")
+        assert list(memory_module._OPEN) == [mem]  # the last store of the process closes
+        with _full_collections() as collected:
+            mem.close()
+    assert collected == []
+    with Memory(str(tmp_path / "b.duckdb")) as mem:  # owns the model it loads
+        mem.add_event("s", "user", "hello")
+        mem.flush()
+        with _full_collections() as collected:
+            mem.close()
+    assert len(collected) >= 1 and _ours() == {}
 
 
 def test_token_batches_keep_the_order_and_the_vectors(real_embedder) -> None:

@@ -444,7 +444,7 @@ class Memory(AstreusNames, OlderNames):
         indexes.clear()
         _OPEN.discard(self)
         if not _OPEN:  # the last store of the process: its indexes' memory goes back
-            give_back_memory()
+            give_back_memory(collect=False)  # the model's release collected, if it went
 
     @property
     def closed(self) -> bool:

@@ -132,15 +132,20 @@ def bound_heap_growth() -> bool:
     return _heap_bound
 
 
-def give_back_memory() -> None:
-    """Collect garbage and ask glibc to return its free heap to the system.
+def give_back_memory(*, collect: bool = True) -> None:
+    """Collect garbage (unless ``collect`` is False) and ask glibc to return its free
+    heap to the system.
 
     Without ``malloc_trim`` the pages an ONNX session freed stay in the process's
     heap (and in its RSS) for the next allocation; a no-op off glibc.  pyarrow's
     allocator (mimalloc or jemalloc, which DuckDB's Arrow results go through) is
-    asked to return what it keeps free too, when pyarrow is loaded.
+    asked to return what it keeps free too, when pyarrow is loaded.  A full
+    collection walks every object of the process (50 ms in a test process, more in
+    a long notebook kernel): worth it when a model is dropped, not when a store's
+    indexes are, which reference counting frees at once.
     """
-    gc.collect()
+    if collect:
+        gc.collect()
     arrow = sys.modules.get("pyarrow")
     if arrow is not None:
         with contextlib.suppress(Exception):
