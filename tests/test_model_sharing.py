@@ -3,8 +3,6 @@ and the trained length with the real model (these skip without $NBMEMORY_MODEL_P
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import random
 import sys
 import threading
@@ -91,46 +89,54 @@ def test_an_embedder_passed_in_is_not_closed_by_the_store(fresh_pool, tmp_path) 
     assert _ours() == {}
 
 
-@contextlib.contextmanager
-def _full_collections():
-    """The full garbage collections (generation 2) explicitly asked for inside the
-    block; automatic ones are held off meanwhile, so only a ``gc.collect()`` counts."""
-    seen: list[dict] = []
+_COLLECTIONS = """
+import gc, os, sys, tempfile
+from nbmemory import Memory
+from nbmemory.retrieval import model_pool
 
-    def record(phase: str, info: dict) -> None:
-        if phase == "start" and info["generation"] == 2:
-            seen.append(info)
+seen = []
+def record(phase, info):
+    if phase == "start" and info["generation"] == 2:
+        seen.append(info)
 
-    enabled = gc.isenabled()
+def full_collections_of_close(memory):
+    # only a gc.collect() asked for inside close() counts: automatic ones are held off
+    seen.clear()
     gc.disable()
     gc.callbacks.append(record)
     try:
-        yield seen
+        memory.close()
     finally:
         gc.callbacks.remove(record)
-        if enabled:
-            gc.enable()
+        gc.enable()
+    return len(seen)
+
+folder = tempfile.mkdtemp()
+memory = Memory(os.path.join(folder, "a.duckdb"), embedder="hash")
+memory.add_event("s", "user", "hello")
+memory.search("hello")
+print("hash", full_collections_of_close(memory))
+memory = Memory(os.path.join(folder, "b.duckdb"))  # owns the model it loads
+memory.add_event("s", "user", "hello")
+memory.flush()
+print("model", full_collections_of_close(memory), len(model_pool.pooled()))
+"""
 
 
-def test_closing_the_last_store_collects_only_when_a_model_is_dropped(fresh_pool, tmp_path) -> None:
+def test_closing_the_last_store_collects_only_when_a_model_is_dropped(model_path) -> None:
     """A full collection walks every object of the process (about 50 ms in a test
     worker, more in a long-lived notebook kernel); a store's indexes are freed by
-    reference counting, so closing one pays for it only when a model goes with it."""
-    from nbmemory import memory as memory_module
+    reference counting, so closing the last store pays for it only when a model goes
+    with it.  In a process of its own: the last store of this one may not be last."""
+    from child_process import spawn
 
-    with Memory(str(tmp_path / "a.duckdb"), embedder="hash") as mem:
-        mem.add_event("s", "user", "hello")
-        mem.search("hello")
-        assert list(memory_module._OPEN) == [mem]  # the last store of the process closes
-        with _full_collections() as collected:
-            mem.close()
-    assert collected == []
-    with Memory(str(tmp_path / "b.duckdb")) as mem:  # owns the model it loads
-        mem.add_event("s", "user", "hello")
-        mem.flush()
-        with _full_collections() as collected:
-            mem.close()
-    assert len(collected) >= 1 and _ours() == {}
+    child = spawn(_COLLECTIONS, NBMEMORY_MODEL_PATH=model_path)
+    out, err = child.communicate(timeout=300)
+    assert child.returncode == 0, err
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    assert lines["hash"] == "0", out  # one before: every close of the last store
+    collected, models_left = map(int, lines["model"].split())
+    assert collected >= 1 and models_left == 0, out
 
 
 def test_token_batches_keep_the_order_and_the_vectors(real_embedder) -> None:

