@@ -16,6 +16,11 @@ per lake, all dropped at the end unless ``--keep``, so no run sees another's row
   batches of ``--batch``.  Events/s is every writer's events over the time from
   the first start to the last call's return (and to the last ``flush()``, the
   vectors written); the floor is one writer on a DuckDB file in the same run.
+  CPU is the writers' own (``time.process_time``) per event, and *races lost* the
+  commits DuckLake had to try again because another writer took the snapshot
+  first (tries of ``ducklake_snapshot`` inserts in PostgreSQL's statistics, less
+  the snapshots made).  The most writers also run with their turns off
+  (``NBMEMORY_LAKE_TURNS=0``: every commit races, as DuckLake alone does).
   After each run the store must hold exactly the events written, with no
   duplicate id or text and one vector each: else the script exits 1.
 * **lag**: this process adds an event carrying a new token; another process,
@@ -61,6 +66,7 @@ from _common import machine, ms, p50, p95, print_table, random_text, timings  # 
 from nbmemory import Memory  # noqa: E402
 from nbmemory.errors import StoreError  # noqa: E402
 from nbmemory.store.lake import LakeStore, extensions, maintenance  # noqa: E402
+from nbmemory.store.lake.fence import ENV_TURNS  # noqa: E402
 
 SECTIONS = ("throughput", "lag", "search", "files")
 
@@ -77,7 +83,7 @@ mem = Memory(path, embedder="hash", background_consolidation=False)
 print("ready", file=talk)
 sys.stdin.readline()
 calls = []
-start = time.monotonic()
+start, cpu = time.monotonic(), time.process_time()
 if mode == "add_event":
     for i in range(count):
         t = time.monotonic()
@@ -94,10 +100,10 @@ else:
         calls.append(time.monotonic() - t)
 end = time.monotonic()
 flushed = mem.flush(timeout=600)
-done = time.monotonic()
+done, cpu = time.monotonic(), time.process_time() - cpu
 mem.close()
-print(json.dumps({"start": start, "end": end, "done": done, "flushed": flushed, "calls": calls}),
-      file=talk)
+print(json.dumps({"start": start, "end": end, "done": done, "flushed": flushed, "calls": calls,
+                  "cpu": cpu}), file=talk)
 """
 
 #: The reader of the lag test: open, indexes built; for each token, search until found.
@@ -146,6 +152,29 @@ class Catalog:
         data = os.path.join(self.workdir, f"{label}-{schema}")
         return f"ducklake:postgres:{self.dsn} metadata_schema={schema} data_path={data}"
 
+    def races_lost(self, lake: str) -> int | None:
+        """Commits of ``lake`` that lost the race for a snapshot and were tried again:
+        rows PostgreSQL counts as inserted into ``ducklake_snapshot`` (aborted tries
+        included), less the rows there.  The writers' connections are closed by now;
+        their counts reach the statistics as their backends exit, so read until two
+        reads agree (a benchmark may wait; None if they never do)."""
+        schema = re.search(r"metadata_schema=(\S+)", lake)
+        assert schema is not None
+        sql = (
+            "SELECT (SELECT n_tup_ins FROM pg_stat_user_tables WHERE schemaname = "
+            f"'{schema[1]}' AND relname = 'ducklake_snapshot') - (SELECT count(*) FROM "
+            f"{schema[1]}.ducklake_snapshot)"
+        )
+        last = None
+        for _ in range(20):
+            self.con.execute("CALL postgres_execute('pg', 'SELECT pg_stat_clear_snapshot()')")
+            [[value]] = self.con.execute("SELECT * FROM postgres_query('pg', ?)", [sql]).fetchall()
+            if value == last:
+                return int(value)
+            last = value
+            time.sleep(0.5)
+        return None
+
     def versions(self) -> str:
         ducklake = self.con.execute(
             "SELECT extension_version FROM duckdb_extensions() WHERE extension_name = 'ducklake'"
@@ -177,7 +206,7 @@ def _open(path: str, embedder: Any = "hash") -> Memory:
     return Memory(path, embedder=embedder, background_consolidation=False)
 
 
-def spawn(code: str, argv: list[str], log: str) -> subprocess.Popen[str]:
+def spawn(code: str, argv: list[str], log: str, **env: str) -> subprocess.Popen[str]:
     """A child Python running ``code``: our lines on its stdout, its stderr in ``log``."""
     with open(log, "w") as errors:  # a file, never a pipe nobody reads while it runs
         return subprocess.Popen(
@@ -186,7 +215,7 @@ def spawn(code: str, argv: list[str], log: str) -> subprocess.Popen[str]:
             stdout=subprocess.PIPE,
             stderr=errors,
             text=True,
-            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYTHONUNBUFFERED="1"),
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYTHONUNBUFFERED="1", **env),
         )
 
 
@@ -213,13 +242,13 @@ def verify(path: str, expected: int) -> tuple[bool, str]:
 
 # -- 1. throughput ----------------------------------------------------------------------
 def run_writers(
-    path: str, writers: int, mode: str, count: int, batch: int, workdir: str
+    path: str, writers: int, mode: str, count: int, batch: int, workdir: str, **env: str
 ) -> dict[str, Any]:
     """``writers`` processes on ``path`` started together; their aggregate numbers."""
     _open(path).close()  # the store exists before the writers race to open it
     logs = [os.path.join(workdir, f"writer-{uuid.uuid4().hex[:8]}.log") for _ in range(writers)]
     children = [
-        spawn(WRITER, [path, mode, str(count), str(batch), f"w{i}"], log)
+        spawn(WRITER, [path, mode, str(count), str(batch), f"w{i}"], log, **env)
         for i, log in enumerate(logs)
     ]
     try:
@@ -254,6 +283,7 @@ def run_writers(
         "with_flush": max(r["done"] for r in results) - start,
         "flushed": all(r["flushed"] for r in results),
         "calls": calls,
+        "cpu": sum(r["cpu"] for r in results),
     }
 
 
@@ -266,13 +296,17 @@ def throughput(args: argparse.Namespace, catalog: Catalog, failures: list[str]) 
     rows = []
     for mode, count in (("add_event", args.writes), ("add_events", args.batch_events)):
         batch = 1 if mode == "add_event" else args.batch
-        runs = [("file", 1, os.path.join(args.workdir, f"throughput-{mode}.duckdb"))] + [
-            ("lake", n, catalog.new_lake(f"throughput-{mode}-{n}")) for n in args.writers
+        runs = [("file", 1, os.path.join(args.workdir, f"throughput-{mode}.duckdb"), {})] + [
+            ("lake", n, catalog.new_lake(f"throughput-{mode}-{n}"), {}) for n in args.writers
         ]
+        if mode == "add_event":  # the same race with every commit on its own (DuckLake's way)
+            most = max(args.writers)
+            racing = catalog.new_lake(f"throughput-{mode}-{most}-racing")
+            runs.append(("lake, turns off", most, racing, {ENV_TURNS: "0"}))
         rates: dict[tuple[str, int], float] = {}
-        for store, writers, path in runs:
+        for store, writers, path, env in runs:
             try:
-                r = run_writers(path, writers, mode, count, batch, args.workdir)
+                r = run_writers(path, writers, mode, count, batch, args.workdir, **env)
             except RuntimeError as exc:
                 print(f"- {mode}, {store}, {writers} writer(s): FAILED {exc}")
                 failures.append(f"{mode} {store} x{writers}: {exc}")
@@ -283,6 +317,7 @@ def throughput(args: argparse.Namespace, catalog: Catalog, failures: list[str]) 
                 failures.append(f"{mode} {store} x{writers}: {line}, flushed={r['flushed']}")
             rate = rates[store, writers] = r["events"] / r["seconds"]
             one, floor = rates.get(("lake", 1)), rates.get(("file", 1))
+            lost = catalog.races_lost(path) if store != "file" else None
             rows.append(
                 [
                     mode,
@@ -291,10 +326,12 @@ def throughput(args: argparse.Namespace, catalog: Catalog, failures: list[str]) 
                     f"{r['events']:,}",
                     f"{rate:,.0f}",
                     f"{r['events'] / r['with_flush']:,.0f}",
-                    f"{rate / one:.2f}" if store == "lake" and one else "",
+                    f"{rate / one:.2f}" if store.startswith("lake") and one else "",
                     f"{rate / floor:.3f}" if floor else "",
                     ms(p50(r["calls"])),
                     ms(max(r["calls"])),
+                    f"{1000 * r['cpu'] / r['events']:.1f}",
+                    "" if lost is None else f"{lost:,}",
                 ]
             )
     print()
@@ -310,6 +347,8 @@ def throughput(args: argparse.Namespace, catalog: Catalog, failures: list[str]) 
             "x file (floor)",
             "call p50 ms",
             "call max ms",
+            "writers' CPU ms/event",
+            "races lost",
         ],
         rows,
     )

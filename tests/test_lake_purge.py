@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from child_process import expect, spawn
+from lake_locks import advisory_waiters
 
 from nbmemory import Memory
 from nbmemory.errors import InvalidInput
@@ -198,23 +199,9 @@ mem.close()
 
 def _fence_waiters(lake_url: str) -> int:
     """Requests for the lake's fence that PostgreSQL has not granted yet."""
-    from nbmemory.store.lake import extensions, parse_lake_url
     from nbmemory.store.lake.fence import FENCE_CLASS
 
-    address = parse_lake_url(lake_url)
-    con = extensions.connect()
-    try:
-        extensions.load(con, "postgres")
-        dsn = address.attach[len("ducklake:postgres:") :].replace("'", "''")
-        con.execute(f"ATTACH '{dsn}' AS pg (TYPE postgres, READ_ONLY)")
-        [[count]] = con.execute(
-            "SELECT * FROM postgres_query('pg', ?)",
-            [f"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-             f" AND classid = {FENCE_CLASS}"],
-        ).fetchall()  # fmt: skip
-        return int(count)
-    finally:
-        con.close()
+    return advisory_waiters(lake_url, FENCE_CLASS)
 
 
 def test_a_purge_waits_for_a_write_transaction_in_flight(lake_url: str) -> None:

@@ -417,15 +417,18 @@ class Store(PlainSQL):
         return self._rows_lock
 
     @contextlib.contextmanager
-    def appending(self) -> Iterator[None]:
+    def appending(self, rows: int = 1) -> Iterator[None]:
         """Transactions opened in the block only add rows (events, their audit rows) and
-        touch sessions, so they may run while :meth:`beside` writes vectors."""
-        before = getattr(self._appending, "on", False)
-        self._appending.on = True
+        touch sessions, so they may run while :meth:`beside` writes vectors.
+
+        ``rows``: how many events they add (a lake lets a large write skip its turn).
+        """
+        before = getattr(self._appending, "on", False), getattr(self._appending, "rows", 0)
+        self._appending.on, self._appending.rows = True, rows
         try:
             yield
         finally:
-            self._appending.on = before
+            self._appending.on, self._appending.rows = before
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Change]:

@@ -306,7 +306,7 @@ def write_rows(store: Any, writer: Any, entries: Sequence[tuple[dict[str, Any], 
     ids = [row["id"] for row, _ in entries]
     since = min(row["created_at"] for row, _ in entries)
     marks = ", ".join("?" for _ in ids)
-    with store.appending(), writer.transaction() as tx:
+    with store.appending(len(entries)), writer.transaction() as tx:
         stored = {
             found
             for (found,) in store.run(

@@ -126,7 +126,7 @@ class Writer:
 
         Only appends (and session touches): it may run while vectors are written beside it.
         """
-        with self.store.appending(), self.transaction() as tx:
+        with self.store.appending(len(rows)), self.transaction() as tx:
             records = tx.events.insert(rows, bulk=bulk)
             for namespace in sorted({r["namespace"] for r in records}):
                 chosen = [r for r in records if r["namespace"] == namespace]

@@ -343,7 +343,8 @@ class LakeStore(Store):
             return self._small_ids.pop(0)
 
     def _claim(self, counter: str, count: int, at_least: int = 0) -> list[int]:
-        self._share_fence()  # a transaction of its own: no purge may straddle it either
+        self._share_fence()  # a transaction of its own: no purge may straddle it, and it
+        # takes its turn to write (outside a transaction; inside, the caller has one)
         try:
             return self._claim_held(counter, count, at_least)
         finally:
@@ -413,22 +414,24 @@ class LakeStore(Store):
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Change]:
         """A write transaction, holding the lake's fence shared from before its first
-        statement until it has committed: no purge runs meanwhile (:mod:`.fence`)."""
+        statement until it has committed: no purge runs meanwhile; and, unless it adds
+        more than :data:`.fence.TURN_ROWS` events, the lake's turn to write, so that it
+        loses no race for the next snapshot (:mod:`.fence`)."""
         with self._lock:
             if self.in_transaction:
                 with super().transaction() as joined:
                     yield joined
                 return
-            self._share_fence()
+            self._share_fence(turn=getattr(self._appending, "rows", 0) <= fence.TURN_ROWS)
             try:
                 with self._labelled_transaction() as change:
                     yield change
             finally:
                 self._fence.release()
 
-    def _share_fence(self) -> None:
+    def _share_fence(self, *, turn: bool = True) -> None:
         try:
-            self._fence.share()
+            self._fence.share(turn=turn)
         except duckdb.Error as exc:
             raise lake_errors.translate(exc, self.address, runtime=True) or StoreError(
                 f"the lake {self.path} could not take its fence ({str(exc).splitlines()[0][:120]})"
