@@ -19,8 +19,8 @@ per lake, all dropped at the end unless ``--keep``, so no run sees another's row
   CPU is the writers' own (``time.process_time``) per event, and *races lost* the
   commits DuckLake had to try again because another writer took the snapshot
   first (tries of ``ducklake_snapshot`` inserts in PostgreSQL's statistics, less
-  the snapshots made).  The most writers also run with their turns off
-  (``NBMEMORY_LAKE_TURNS=0``: every commit races, as DuckLake alone does).
+  the snapshots made).  The most writers also run taking turns to commit
+  (``NBMEMORY_LAKE_TURNS=1``; by default every commit races, as DuckLake's do).
   After each run the store must hold exactly the events written, with no
   duplicate id or text and one vector each: else the script exits 1.
 * **lag**: this process adds an event carrying a new token; another process,
@@ -299,10 +299,10 @@ def throughput(args: argparse.Namespace, catalog: Catalog, failures: list[str]) 
         runs = [("file", 1, os.path.join(args.workdir, f"throughput-{mode}.duckdb"), {})] + [
             ("lake", n, catalog.new_lake(f"throughput-{mode}-{n}"), {}) for n in args.writers
         ]
-        if mode == "add_event":  # the same race with every commit on its own (DuckLake's way)
+        if mode == "add_event":  # the same race with the writers taking turns to commit
             most = max(args.writers)
-            racing = catalog.new_lake(f"throughput-{mode}-{most}-racing")
-            runs.append(("lake, turns off", most, racing, {ENV_TURNS: "0"}))
+            turns = catalog.new_lake(f"throughput-{mode}-{most}-turns")
+            runs.append(("lake, turns on", most, turns, {ENV_TURNS: "1"}))
         rates: dict[tuple[str, int], float] = {}
         for store, writers, path, env in runs:
             try:

@@ -115,9 +115,9 @@ def test_lake_benchmark_runs_at_tiny_sizes(lake_catalog: str, tmp_path: Path) ->
     assert "| rounds | found | lag p50 ms | lag max ms |" in out
     assert "| store | load s (add_events + flush) | open + first search s |" in out
     assert "| stage | seconds (writes + flush / compact / expire) | events | snapshots |" in out
-    # 2 calls x (file + 1, 2 writers), and 2 writers of add_event with their turns off
+    # 2 calls x (file + 1, 2 writers), and 2 writers of add_event taking turns
     assert out.count(": ok") == 7 and "WRONG" not in out
-    assert "| add_event | lake, turns off | 2 |" in out
+    assert "| add_event | lake, turns on | 2 |" in out
     assert "| 3 | 3 |" in out  # every lag round found its event
     assert "| lake / file |" in out
 

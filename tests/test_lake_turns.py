@@ -1,10 +1,10 @@
-"""The writers of a lake take turns (``store/lake/fence.py``, "Writers take turns").
+"""The writers of a lake may take turns (``NBMEMORY_LAKE_TURNS=1``; ``store/lake/fence.py``).
 
 DuckLake commits optimistically: with several writers committing small
 transactions at once, most tries lost the race for the next snapshot and were
 tried again (20,807 lost races in one CI run of 4 writers x 2,000 ``add_event``),
-each costing a commit's CPU.  A write transaction now waits for the lake's turn,
-an advisory lock in PostgreSQL's queue, before its snapshot is taken.  Real
+each costing a commit's CPU.  With turns on, a write transaction waits for the
+lake's turn, an advisory lock in PostgreSQL's queue, before its snapshot is taken.  Real
 processes here: one writes while another waits in PostgreSQL's queue; and a
 writer stopped mid-transaction (``SIGSTOP``, a host asleep) holds the others up
 for :data:`~nbmemory.store.lake.fence.TURN_TIMEOUT` seconds at most.
@@ -80,7 +80,8 @@ EVERYTHING = sorted(
 
 
 def test_a_writer_waits_in_postgresqls_queue_while_another_writes(lake_url: str) -> None:
-    holder, writer = spawn(_HOLDER, lake_url), spawn(_WRITER, lake_url)
+    on = {ENV_TURNS: "1"}
+    holder, writer = spawn(_HOLDER, lake_url, **on), spawn(_WRITER, lake_url, **on)
     try:
         expect(holder, "ready")
         expect(writer, "ready")
@@ -107,10 +108,10 @@ def test_a_writer_stopped_mid_transaction_holds_the_others_up_only_for_a_while(
     lake_url: str, turns: str
 ) -> None:
     """The holder is stopped (SIGSTOP) with its turn; the writer waits for the turn's
-    timeout (``on``) or not at all (``NBMEMORY_LAKE_TURNS=0``), then writes without a
-    turn, as DuckLake allows; the holder, continued, commits; nothing is lost."""
-    env = {ENV_TURNS: "0"} if turns == "off" else {}
-    holder, writer = spawn(_HOLDER, lake_url), spawn(_WRITER, lake_url, **env)
+    timeout (``on``) or not at all (``off``, the default), then writes without a turn,
+    as DuckLake allows; the holder, continued, commits; nothing is lost."""
+    env = {ENV_TURNS: "1" if turns == "on" else "0"}
+    holder, writer = spawn(_HOLDER, lake_url, **env), spawn(_WRITER, lake_url, **env)
     try:
         expect(holder, "ready")
         expect(writer, "ready")
@@ -146,6 +147,7 @@ def test_a_write_of_more_events_than_catalog_rows_takes_no_turn(lake_url: str, m
         wait_for_turn(self, holder)
 
     monkeypatch.setattr(fence.Fence, "_wait_for_turn", counted)
+    monkeypatch.setenv(ENV_TURNS, "1")
     here = threading.get_ident()
 
     def rows(count: int, tag: str) -> list[dict]:
@@ -159,3 +161,13 @@ def test_a_write_of_more_events_than_catalog_rows_takes_no_turn(lake_url: str, m
             assert (turns.count(here) > before) == turn, count
         assert mem.flush(timeout=60)
         assert len(mem.events()) == 1 + 1 + 2 * fence.TURN_ROWS + 1
+
+
+def test_turns_are_off_unless_asked_for(monkeypatch) -> None:
+    from nbmemory.store.lake.fence import turns_wanted
+
+    monkeypatch.delenv(ENV_TURNS, raising=False)
+    assert not turns_wanted()
+    for value, wanted in (("1", True), ("on", True), ("0", False), ("", False)):
+        monkeypatch.setenv(ENV_TURNS, value)
+        assert turns_wanted() is wanted, value

@@ -36,27 +36,30 @@ a short pause; the purge waits for its exclusive lock in PostgreSQL's queue.
 Catalogs other than PostgreSQL have no fence (only PostgreSQL is tested as a
 lake's catalog).
 
-**Writers take turns.**  DuckLake commits optimistically: two commits racing for
-the next snapshot both try, the loser's insert into ``ducklake_snapshot`` fails,
-and it checks for conflicts and tries again (``ducklake_retry_wait_ms``, in
-:mod:`.tuning`).  With many small commits at once, most tries lose: 4 writer
-processes x 2,000 ``add_event`` lost 20,807 races in one CI run, and every lost
-try costs a commit's CPU in the writer, a failed transaction in PostgreSQL and
-an error in its log.  So a write transaction that takes the fence (the outermost
-one) also waits for the lake's *turn*, a second advisory lock, exclusive, in
-PostgreSQL's queue on the same holder, before its snapshot is taken: the writers
-of a lake commit one after the other and lose no race (measured in
-``docs/lake.md``, "Writers take turns").  Waiting costs no CPU,
-and a writer that dies lets its turn go with its connection.  A writer that
-stops without dying (a host asleep mid-transaction) must not stop the team: after
-:data:`TURN_TIMEOUT` s a writer gives up its place and commits without a turn, as
-DuckLake allows, and its process does so for :data:`TURN_PAUSE` s before queueing
-again.  A transaction that adds more than :data:`TURN_ROWS` events takes no turn:
-DuckLake writes those rows to a Parquet file rather than into the catalog, which
-takes long enough that writers overlapping it beat writers waiting for it (4
-writers of ``add_events`` in batches of 100: 1,621 events/s racing, 1,002 taking
-turns), and a lost race redoes only the commit, not the file.
-``NBMEMORY_LAKE_TURNS=0`` turns the queue off (every commit races).
+**Writers may take turns** (``NBMEMORY_LAKE_TURNS=1``; off by default).  DuckLake
+commits optimistically: of two commits racing for the next snapshot, the loser's
+insert into ``ducklake_snapshot`` fails, and it checks for conflicts and tries
+again (``ducklake_retry_wait_ms``, in :mod:`.tuning`).  With many small commits
+at once most tries lose: 4 writer processes x 2,000 ``add_event`` lost 20,807
+races in one CI run, each costing a commit's CPU in the writer, a failed
+transaction in PostgreSQL and an error in its log.  With turns on, a write
+transaction that takes the fence (the outermost one) also waits for the lake's
+*turn*, a second advisory lock, exclusive, in PostgreSQL's queue on the same
+holder, before its snapshot is taken: the writers commit one after the other and
+lose no race.  Waiting costs no CPU, and a writer that dies lets its turn go with
+its connection.  A writer that stops without dying (a host asleep mid-transaction)
+must not stop the team: after :data:`TURN_TIMEOUT` s a writer commits without a
+turn, as DuckLake allows, and its process does so for :data:`TURN_PAUSE` s before
+queueing again.  A transaction that adds more than :data:`TURN_ROWS` events takes
+no turn: DuckLake writes those rows to a Parquet file rather than into the
+catalog, which takes long enough that writers overlapping it beat writers
+waiting for it, and a lost race redoes only the commit, not the file.
+
+Why off by default (``docs/lake.md``, "Writers may take turns", has the
+figures): turns saved a third of the writers' CPU per ``add_event``, but where
+the writers share a busy machine the one holding the turn runs on a slice of a
+core while the others wait, so the lake took fewer events per second; in CI the
+4 x 2,000 test took 774 s with turns against 585 s racing.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ TURN_PAUSE = 60.0
 #: The most events a transaction may add and still take a turn: DuckLake's default
 #: ``data_inlining_row_limit`` (larger inserts are written to Parquet files).
 TURN_ROWS = 10
-#: The environment variable that turns the turns off (``0``).
+#: The environment variable that turns the turns on (``1``).
 ENV_TURNS = "NBMEMORY_LAKE_TURNS"
 #: The longest pause between two tries of a writer waiting for a purge (s).
 RETRY_PAUSE = 0.1
@@ -103,8 +106,8 @@ def fence_key(address: LakeUrl, classid: int = FENCE_CLASS) -> tuple[int, int]:
 
 
 def turns_wanted() -> bool:
-    """Whether writers take turns (:data:`ENV_TURNS` is not ``0``)."""
-    return os.environ.get(ENV_TURNS, "1").strip().lower() not in {"0", "false", "no", "off"}
+    """Whether writers take turns (:data:`ENV_TURNS` is ``1``; off by default)."""
+    return os.environ.get(ENV_TURNS, "0").strip().lower() in {"1", "true", "yes", "on"}
 
 
 class Fence:
