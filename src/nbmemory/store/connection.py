@@ -419,8 +419,8 @@ class Store(PlainSQL):
     @contextlib.contextmanager
     def appending(self, rows: int = 1) -> Iterator[None]:
         """Transactions opened in the block only add rows (events, their audit rows) and
-        touch sessions, so they may run while :meth:`beside` writes vectors; ``rows``
-        events (on a lake a large write takes no turn)."""
+        touch sessions, so they may run while :meth:`beside` writes vectors.  ``rows``:
+        how many events they add (a lake's large writes take no turn)."""
         before = getattr(self._appending, "on", False), getattr(self._appending, "rows", 0)
         self._appending.on, self._appending.rows = True, rows
         try:

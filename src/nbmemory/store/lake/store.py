@@ -343,8 +343,8 @@ class LakeStore(Store):
             return self._small_ids.pop(0)
 
     def _claim(self, counter: str, count: int, at_least: int = 0) -> list[int]:
-        self._share_fence()  # a transaction of its own: no purge may straddle it, and it
-        # takes its turn to write (outside a transaction; inside, the caller has one)
+        self._share_fence()  # a transaction of its own: no purge may straddle it (and with
+        # turns on it takes a turn, unless it runs inside a transaction that holds one)
         try:
             return self._claim_held(counter, count, at_least)
         finally:
@@ -414,9 +414,9 @@ class LakeStore(Store):
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Change]:
         """A write transaction, holding the lake's fence shared from before its first
-        statement until it has committed: no purge runs meanwhile; and, unless it adds
-        more than :data:`.fence.TURN_ROWS` events, the lake's turn to write, so that it
-        loses no race for the next snapshot (:mod:`.fence`)."""
+        statement until it has committed: no purge runs meanwhile; with turns on
+        (``NBMEMORY_LAKE_TURNS=1``), and unless it adds more than
+        :data:`.fence.TURN_ROWS` events, the lake's turn to write too (:mod:`.fence`)."""
         with self._lock:
             if self.in_transaction:
                 with super().transaction() as joined:
