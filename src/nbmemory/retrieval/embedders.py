@@ -243,6 +243,10 @@ class FastEmbedEmbedder:
             if self._shared is not None:
                 return self._shared
             key = self._key()
+            try:  # a bad value is not remembered: set right, the next call loads
+                threads = onnx_text.model_threads()
+            except ValueError as exc:
+                raise ModelUnavailable(self.name, str(exc)) from None
             with _FAILED_LOCK:
                 reason = _FAILED_LOADS.get(key)
             if reason is not None:  # remembered: fail at once, nothing changed since
@@ -250,7 +254,8 @@ class FastEmbedEmbedder:
             self._loading = True
             try:
                 self._shared = model_pool.acquire(
-                    (*key, self._window), lambda: self._load_shared(key, self._window)
+                    (*key, self._window, threads),
+                    lambda: self._load_shared(key, self._window, threads),
                 )
             except ModelUnavailable as exc:
                 with _FAILED_LOCK:
@@ -260,9 +265,11 @@ class FastEmbedEmbedder:
                 self._loading = False
             return self._shared
 
-    def _load_shared(self, key: tuple[str, str | None, str], window: int | None) -> SharedModel:
+    def _load_shared(
+        self, key: tuple[str, str | None, str], window: int | None, threads: int | None = None
+    ) -> SharedModel:
         before = model_pool.rss_mb()
-        with onnx_text.lean_sessions():
+        with onnx_text.lean_sessions(threads):
             model = self._open(key[1], key[2])
         inner = getattr(model, "model", None)
         model_dir = getattr(inner, "_model_dir", None) or key[1]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,8 +41,32 @@ SESSION_OPTIONS: dict[str, Any] = {"enable_mem_pattern": False}
 _SESSION_OPTIONS_LOCK = threading.Lock()
 
 
+#: Threads each ONNX session runs on (``intra_op_num_threads``); unset: ONNX
+#: Runtime's own choice, one per core.  Read when a model loads.
+ENV_MODEL_THREADS = "NBMEMORY_MODEL_THREADS"
+
+
+def model_threads() -> int | None:
+    """``$NBMEMORY_MODEL_THREADS`` as a number of threads (None: unset or empty).
+
+    One thread is the better choice on a machine whose cores are all busy (several
+    processes embedding at once, a CI runner): two threads per process then cost
+    about a fifth more CPU for the same vectors and finish no sooner
+    (docs/performance.md, "Threads").  The vectors are the same either way.
+    """
+    text = os.environ.get(ENV_MODEL_THREADS, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(
+            f"{ENV_MODEL_THREADS}={text!r} is not a number of threads: set it to 1, 2, ... "
+            "or unset it to let ONNX Runtime use every core"
+        )
+    return int(text)
+
+
 @contextlib.contextmanager
-def lean_sessions() -> Iterator[None]:
+def lean_sessions(threads: int | None = None) -> Iterator[None]:
     """Sessions created inside the block do not spin their threads between runs, and
     do not keep an arena sized by the largest batch they ever ran.
 
@@ -53,7 +78,8 @@ def lean_sessions() -> Iterator[None]:
     has the figures before and after).  The arena options are :data:`SESSION_OPTIONS`
     (measured in ``docs/performance.md``, "Memory").  fastembed takes no option for
     either, so the session options class it instantiates is swapped for the length
-    of the load.
+    of the load.  ``threads``, when given, is each session's ``intra_op_num_threads``
+    (:func:`model_threads`).
     """
     try:
         import onnxruntime as ort
@@ -69,6 +95,8 @@ def lean_sessions() -> Iterator[None]:
             self.add_session_config_entry("session.inter_op.allow_spinning", "0")
             for name, value in SESSION_OPTIONS.items():
                 setattr(self, name, value)
+            if threads is not None:
+                self.intra_op_num_threads = threads
 
     with _SESSION_OPTIONS_LOCK:
         ort.SessionOptions = LeanSession
