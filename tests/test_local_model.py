@@ -129,8 +129,9 @@ def test_model_threads_sets_each_sessions_threads_and_keeps_the_vectors(
     monkeypatch.setenv("NBMEMORY_MODEL_THREADS", "1")
     single = FastEmbedEmbedder(model_path=model_path)
     try:
-        assert _session_threads(single) == 1
+        assert _session_threads(single) == 1 and single.footprint()["threads"] == 1
         assert _session_threads(default) == 0  # ONNX Runtime's choice: one per core
+        assert default.footprint()["threads"] is None
         np.testing.assert_array_equal(single.embed(TEXTS * 4), default.embed(TEXTS * 4))
     finally:
         single.close()

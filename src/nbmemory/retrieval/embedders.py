@@ -214,7 +214,8 @@ class FastEmbedEmbedder:
 
         ``loaded``; ``shared_by``: embedders in the process using this loaded copy;
         ``load_mb``: resident memory (MiB) the load added, measured around it;
-        ``model_file_mb``: the ONNX file; ``max_tokens`` and ``batch_tokens``.
+        ``model_file_mb``: the ONNX file; ``max_tokens`` and ``batch_tokens``;
+        ``threads``: the session's (``$NBMEMORY_MODEL_THREADS``; None: one per core).
         Running a batch takes more on top, bounded by ``batch_tokens``
         (``docs/performance.md``, "Memory").
         """
@@ -229,6 +230,7 @@ class FastEmbedEmbedder:
             else round(shared.file_mb, 1),
             "max_tokens": None if shared is None else shared.max_tokens,
             "batch_tokens": self.batch_tokens,
+            "threads": None if shared is None else shared.threads,
         }
 
     def _load(self) -> Any:
@@ -300,6 +302,7 @@ class FastEmbedEmbedder:
             load_mb=None if before is None or after is None else max(0.0, after - before),
             file_mb=model_pool.file_size_mb(model_dir),
             cutter=cutter,
+            threads=threads,
         )
 
     def close(self) -> None:

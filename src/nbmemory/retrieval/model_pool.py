@@ -180,6 +180,8 @@ class SharedModel:
     #: a copy of ``tokenizer`` that truncates as it does but pads nothing: the true
     #: length of each text, for cutting batches by tokens
     cutter: Any = None
+    #: the ONNX session's threads ($NBMEMORY_MODEL_THREADS; None: one per core)
+    threads: int | None = None
     users: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
