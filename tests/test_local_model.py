@@ -121,7 +121,7 @@ def test_model_threads_sets_each_sessions_threads_and_keeps_the_vectors(
     model_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """NBMEMORY_MODEL_THREADS=1: the session runs on one thread (a busy machine's
-    choice: about a fifth less CPU for the same texts), and its vectors are the
+    choice: a fifth to a quarter less CPU for the same texts), and its vectors are the
     default session's, bit for bit."""
     monkeypatch.delenv("NBMEMORY_MODEL_THREADS", raising=False)
     default = FastEmbedEmbedder(model_path=model_path)

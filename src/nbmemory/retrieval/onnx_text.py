@@ -51,7 +51,7 @@ def model_threads() -> int | None:
 
     One thread is the better choice on a machine whose cores are all busy (several
     processes embedding at once, a CI runner): two threads per process then cost
-    about a fifth more CPU for the same vectors and finish no sooner
+    a fifth to a third more CPU for the same vectors and finish later
     (docs/performance.md, "Threads").  The vectors are the same either way.
     """
     text = os.environ.get(ENV_MODEL_THREADS, "").strip()
