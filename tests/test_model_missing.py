@@ -305,6 +305,20 @@ def test_the_main_job_without_model_or_network_ends_fast(
 
 
 @pytest.mark.slow
+def test_the_main_job_with_a_bad_model_threads_says_to_set_that(tmp_path: Path) -> None:
+    """A bad NBMEMORY_MODEL_THREADS: one line naming it and what to set, not the advice
+    about a missing model (no local copy would help), and no store made."""
+    env = dict(os.environ, NBMEMORY_MODEL_THREADS="two")
+    done, _ = _script("demo", "--store", "nbmemory.duckdb", env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    err = done.stderr.strip()
+    assert "\n" not in err and "NBMEMORY_MODEL_THREADS='two' is not a number of threads" in err
+    assert "Set NBMEMORY_MODEL_THREADS to a whole number" in err
+    assert f"Set {ENV_MODEL_PATH}" not in err and "--embedder hash" not in err
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
 def test_health_says_the_model_is_missing_in_seconds(tmp_path: Path) -> None:
     store = tmp_path / "agent.duckdb"
     with Memory(str(store), embedder="hash") as mem:
@@ -473,6 +487,26 @@ def test_env_model_path_after_the_error_is_tried_by_the_next_magic(
     assert status.model_state.startswith("ok (384-d, reads 254 word-pieces, used by 1 embedder")
     assert status["pending"] == 0
     assert magics.memory.model_name == DEFAULT_MODEL
+
+
+def test_a_bad_model_threads_in_a_notebook_says_to_set_that_and_is_not_remembered(
+    model_path: str, ip, magics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    magics.embedder = None
+    magics.model_path = model_path
+    monkeypatch.setenv("NBMEMORY_MODEL_THREADS", "0")
+    run(ip, "%%remember\nThe staging port is now 8443")
+    with pytest.raises(UsageError) as info:
+        run(ip, "%recall which port does staging use?")
+    message = str(info.value)
+    assert "NBMEMORY_MODEL_THREADS='0' is not a number of threads" in message
+    assert "Set NBMEMORY_MODEL_THREADS to a whole number" in message
+    assert "%config MemoryMagics.model_path" not in message
+    assert run(ip, "%memory status")["pending"] == 1  # kept, embedded once it loads
+    monkeypatch.setenv("NBMEMORY_MODEL_THREADS", "1")
+    frame = run(ip, "%recall which port does staging use? -k 1")
+    assert frame["content"].tolist() == ["The staging port is now 8443"]
+    assert run(ip, "%memory status")["pending"] == 0
 
 
 def test_config_model_path_after_the_error_is_used_at_once(

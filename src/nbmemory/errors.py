@@ -267,15 +267,23 @@ class ModelUnavailable(EmbedderError):
         "--embedder hash on the command line."
     )
 
-    def __init__(self, model: str, reason: str) -> None:
+    def __init__(self, model: str, reason: str, advice: str | None = None) -> None:
         self.model = model
         #: Why, on one line, without the advice (``%memory status`` shows it).
         self.reason = " ".join(str(reason).split())[:400]
-        super().__init__(self.explain(self.ADVICE))
+        #: What to do when it is not the usual (a bad ``NBMEMORY_MODEL_THREADS``: no
+        #: local copy of the model would help); None: :attr:`ADVICE`.
+        self.advice = advice
+        super().__init__(self.explain(advice or self.ADVICE))
 
     def explain(self, advice: str) -> str:
         """The message of this failure with another ``advice`` (what to do next)."""
         return f"could not load the embedding model {self.model}: {self.reason}. {advice}"
+
+    def remedy(self, usual: str) -> str:
+        """The message in a surface's words: ``usual`` (its way of saying :attr:`ADVICE`)
+        unless this failure has an advice of its own, which every surface gives as is."""
+        return self.explain(self.advice or usual)
 
 
 class LargeStoreWarning(UserWarning):

@@ -96,7 +96,7 @@ def _report_pending(mem: Memory) -> None:
     if pending:
         print(
             f"note: {pending} event(s) stored without a vector yet, embedded at the next open "
-            f"with a model; {unavailable.explain(MODEL_ADVICE)}",
+            f"with a model; {unavailable.remedy(MODEL_ADVICE)}",
             file=sys.stderr,
         )
 
@@ -299,7 +299,7 @@ RETRY_FAILED = "nbmemory memory reembed --failed"
 def _in_cli_words(exc: BaseException) -> str:
     """The error's message, with a model that cannot load explained for the command line."""
     unavailable = model_unavailable(exc)
-    return str(exc) if unavailable is None else unavailable.explain(MODEL_ADVICE)
+    return str(exc) if unavailable is None else unavailable.remedy(MODEL_ADVICE)
 
 
 def check_model(embedder: Embedder) -> int:

@@ -143,7 +143,7 @@ def _engine_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             raise UsageError(one_line(exc.explain(LOCKED_ADVICE))) from None
         except EmbedderError as exc:  # a model that cannot load: what to run, in notebook words
             unavailable = model_unavailable(exc)
-            message = exc if unavailable is None else unavailable.explain(MODEL_ADVICE)
+            message = exc if unavailable is None else unavailable.remedy(MODEL_ADVICE)
             raise UsageError(one_line(message)) from None
         except NbMemoryError as exc:
             raise UsageError(one_line(exc)) from None

@@ -248,7 +248,7 @@ class FastEmbedEmbedder:
             try:  # a bad value is not remembered: set right, the next call loads
                 threads = onnx_text.model_threads()
             except ValueError as exc:
-                raise ModelUnavailable(self.name, str(exc)) from None
+                raise ModelUnavailable(self.name, str(exc), onnx_text.THREADS_ADVICE) from None
             with _FAILED_LOCK:
                 reason = _FAILED_LOADS.get(key)
             if reason is not None:  # remembered: fail at once, nothing changed since

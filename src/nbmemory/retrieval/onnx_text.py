@@ -58,11 +58,15 @@ def model_threads() -> int | None:
     if not text:
         return None
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(
-            f"{ENV_MODEL_THREADS}={text!r} is not a number of threads: set it to 1, 2, ... "
-            "or unset it to let ONNX Runtime use every core"
-        )
+        raise ValueError(f"{ENV_MODEL_THREADS}={text!r} is not a number of threads")
     return int(text)
+
+
+#: What to do about a bad :data:`ENV_MODEL_THREADS`, on every surface.
+THREADS_ADVICE = (
+    f"Set {ENV_MODEL_THREADS} to a whole number of threads (1, 2, ...), or unset it "
+    "to let ONNX Runtime use every core."
+)
 
 
 @contextlib.contextmanager

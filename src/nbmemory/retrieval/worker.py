@@ -207,7 +207,7 @@ class EmbeddingWorker:
                     error = self.unavailable
                     if error is None:  # (set aside by a stopping worker)
                         raise EmbedderError("the embedding worker stopped with texts set aside")
-                    raise ModelUnavailable(error.model, error.reason)
+                    raise ModelUnavailable(error.model, error.reason, error.advice)
                 retried = True
                 self._requeue_locked()
 
