@@ -7,6 +7,8 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -107,6 +109,25 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
     print("|" + "|".join("---" for _ in headers) + "|")
     for row in rows:
         print("| " + " | ".join(str(cell) for cell in row) + " |")
+
+
+def children_at_once(
+    args: Sequence[str], count: int, env: dict[str, str] | None = None
+) -> list[tuple[float, float]]:
+    """Start ``count`` ``python <args>`` at once; each prints its wall and CPU seconds
+    last on stdout: those pairs, in start order (exits if a child fails)."""
+    children = [
+        subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(count)
+    ]
+    results = []
+    for child in children:
+        out, _ = child.communicate()
+        if child.returncode:
+            raise SystemExit(f"a child failed (exit {child.returncode})")
+        wall, cpu = out.split()[-2:]
+        results.append((float(wall), float(cpu)))
+    return results
 
 
 class FixedEmbedder:

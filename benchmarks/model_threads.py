@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine, print_table  # noqa: E402
+from _common import children_at_once, machine, print_table  # noqa: E402
 
 CHILD = """
 import resource, sys, time
@@ -44,18 +43,7 @@ def run(threads: str, processes: int) -> list[tuple[float, float]]:
     env.pop("NBMEMORY_MODEL_THREADS", None)
     if threads != "default":
         env["NBMEMORY_MODEL_THREADS"] = threads
-    children = [
-        subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE, text=True)
-        for _ in range(processes)
-    ]
-    results = []
-    for child in children:
-        out, _ = child.communicate()
-        if child.returncode:
-            raise SystemExit(f"a child failed (exit {child.returncode})")
-        wall, cpu = out.split()[-2:]
-        results.append((float(wall), float(cpu)))
-    return results
+    return children_at_once(["-c", CHILD], processes, env)
 
 
 def main(argv: list[str] | None = None) -> int:

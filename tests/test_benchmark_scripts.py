@@ -281,6 +281,14 @@ def test_vector_budget_benchmark_runs_quick() -> None:
             assert float(cells[3]) <= 10, row
 
 
+def test_blas_threads_benchmark_runs_quick() -> None:
+    """benchmarks/blas_threads.py --quick: both parts print a row per policy."""
+    out = run_quick("blas_threads.py")
+    assert "| 3,000 | nbmemory's (one thread) |" in out
+    assert "| 3,000 | BLAS's threads always |" in out
+    assert "| nbmemory's | " in out and "| BLAS's threads always | " in out
+
+
 def run_quick(script: str) -> str:
     """What ``benchmarks/<script> --quick`` prints, once it exited 0."""
     result = subprocess.run(

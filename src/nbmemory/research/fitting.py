@@ -33,6 +33,7 @@ import pandas as pd
 
 from ..config import FEATURES
 from ..errors import InvalidInput
+from ..retrieval.blas import one_thread
 from .datasets import LoadedConversation
 from .evaluation import (
     STRATEGIES,
@@ -136,15 +137,16 @@ def fit_weights(
     w = np.zeros(x.shape[1])
     m = np.zeros_like(w)
     v = np.zeros_like(w)
-    for step in range(1, steps + 1):
-        scores = x @ w
-        p = np.exp(scores - np.maximum.reduceat(scores, starts)[segment])
-        p /= np.add.reduceat(p, starts)[segment]
-        grad = x.T @ ((p - target) * share) + l2 * w
-        grad[~varies] = 0.0
-        m = 0.9 * m + 0.1 * grad
-        v = 0.999 * v + 0.001 * grad**2
-        w -= learning_rate * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
+    with one_thread(x.size):  # thousands of small products: BLAS's threads would spin
+        for step in range(1, steps + 1):
+            scores = x @ w
+            p = np.exp(scores - np.maximum.reduceat(scores, starts)[segment])
+            p /= np.add.reduceat(p, starts)[segment]
+            grad = x.T @ ((p - target) * share) + l2 * w
+            grad[~varies] = 0.0
+            m = 0.9 * m + 0.1 * grad
+            v = 0.999 * v + 0.001 * grad**2
+            w -= learning_rate * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
     weights = np.where(varies, w / scale, 0.0)
     return {name: round(float(value), 4) for name, value in zip(FEATURES, weights, strict=True)}
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInput
+from ..retrieval.blas import one_thread
 from .datasets import LoadedConversation
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ def similarity_frame(
         raise InvalidInput("give at least one query")
     memories, matrix = memory.embeddings.vectors(namespace=namespace)
     vectors = memory.embeddings.embed_queries(texts)
-    sims = vectors @ matrix.T if len(memories) else np.zeros((len(texts), 0), dtype=np.float32)
+    with one_thread(vectors.shape[0] * matrix.size):
+        sims = vectors @ matrix.T if len(memories) else np.zeros((len(texts), 0), np.float32)
     n = len(memories)
     frame = pd.concat([memories] * len(texts), ignore_index=True)
     frame.insert(0, "query", np.repeat(texts, n))

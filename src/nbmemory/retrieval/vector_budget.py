@@ -25,6 +25,7 @@ import pyarrow as pa
 from ..store.changes import Change, Vectors
 from ..store.vector_scan import VectorScan
 from ..store.vectors import passage_key
+from .blas import one_thread
 from .vector_index import VectorIndex, best_per_event, event_of, normalise_in_place, unit_norm
 
 if TYPE_CHECKING:
@@ -63,7 +64,9 @@ def _scores(table: pa.Table, unit: np.ndarray, dim: int) -> np.ndarray:
     vectors = table.column("embedding").combine_chunks().flatten()
     block = vectors.to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, dim)
     normalise_in_place(block)
-    return np.clip(block @ unit, -1.0, 1.0)
+    with one_thread(block.size):
+        scores = block @ unit
+    return np.clip(scores, -1.0, 1.0)
 
 
 class SqlVectors:

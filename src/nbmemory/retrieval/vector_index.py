@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..store.vectors import PASSAGE_SEP
+from .blas import one_thread
 from .encoding import codes_of
 from .id_rows import IdRows
 
@@ -330,12 +331,14 @@ class VectorIndex:
             positions = self._positions(namespace, allowed)
             if positions is None:  # every row: one matrix-vector product
                 n = self._size
-                scores = self._matrix[:n] @ unit
+                with one_thread(n * unit.size):
+                    scores = self._matrix[:n] @ unit
                 if not self._every_row(namespace, n):
                     positions = np.flatnonzero(self._valid(namespace, n))
                     scores = scores[positions]
             else:  # a few rows (a filter): score only those
-                scores = self._matrix[positions] @ unit
+                with one_thread(positions.size * unit.size):
+                    scores = self._matrix[positions] @ unit
             if score_range is not None and scores.size:
                 score_range[:] = [float(scores.min()), float(scores.max())]
             keep = None
@@ -422,9 +425,9 @@ class VectorIndex:
             found = [(i, row) for i, row in zip(wanted, rows, strict=True) if row is not None]
             if not found:
                 return {}
-            scores = self._matrix[[pos for _, pos in found]] @ (q.astype(np.float64) / norm).astype(
-                np.float32
-            )
+            unit = (q.astype(np.float64) / norm).astype(np.float32)
+            with one_thread(len(found) * unit.size):
+                scores = self._matrix[[pos for _, pos in found]] @ unit
             best: dict[str, float] = {}
             for (key, _), score in zip(found, scores, strict=True):
                 event_id, passage = event_of(key) if self._extra else (key, 0)
