@@ -316,6 +316,14 @@ PROSE_SECRETS = [
     ("smbclient //srv/share -U bob%smbS3cret", "smbS3cret"),
     ("7z a -p7zS3cret backup.7z dir", "7zS3cret"),
     ("AccountKey=abcDEF123/xyz==;EndpointSuffix=core.windows.net", "abcDEF123/xyz=="),
+    # "pass" after what it opens, and "was changed to" (the value is not "changed")
+    ("my db pass: Tr0ub4dor&3 please remember", "Tr0ub4dor&3"),
+    ("root pass is toor", "toor"),
+    ("the wifi pass is sunflower42", "sunflower42"),
+    ("user-pass: hunter22", "hunter22"),
+    ("the admin password was changed to Qw3rty!", "Qw3rty"),
+    ("the vpn pass was changed to Lantern77", "Lantern77"),
+    ("the token was set to abcDEF123456", "abcDEF123456"),
 ]
 
 #: Look-alikes of the prose and command-line forms: left exactly as they are.
@@ -364,6 +372,14 @@ PROSE_LOOK_ALIKES = [
     "docker login --password-stdin",
     "sk-learn is not a library",
     "hf_hub_download(repo_id)",
+    "boarding pass: gate 12",
+    "PASS: test_login",
+    "All tests pass: 12 of 12",
+    "bus pass: expired",
+    "the pass is valid",
+    "the user pass rate is 98%",
+    "db pass: incorrect",
+    "the password was reset to default",
 ]
 
 

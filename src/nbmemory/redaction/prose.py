@@ -13,7 +13,8 @@ The rule, in order (see :func:`looks_secret`):
   ("the", "to", "in", "not" …), one of :data:`DESCRIBING` ("incorrect",
   "required", "expired", "same" …) or a lowercase word ending in -ed, -ing or
   -ly ("stored", "expiring", "usually") — is not a secret;
-* for the weak names (password, passcode, passwd, passphrase, pw, pwd) anything
+* for the weak names (password, passcode, passwd, passphrase, pw, pwd, and "pass"
+  after what it opens: "db pass", "root pass") anything
   else of at least 3 characters is the secret ("hunter2", "swordfish",
   "Tr0ub4dor&3");
 * for the strong-evidence names (secret, token, api key …), which English uses
@@ -430,8 +431,8 @@ def name_class(name: str) -> str:
         return CODE
     if lowered == "pwd":
         return PWD
-    if lowered.startswith(("pass", "pw")):
-        return WEAK
+    if lowered.startswith(("pass", "pw")) or lowered.endswith(" pass"):
+        return WEAK  # "db pass", as "password"
     return STRONG
 
 

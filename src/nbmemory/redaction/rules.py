@@ -132,8 +132,14 @@ def _key_value_span(match: re.Match[str]) -> Span | None:
 
 
 # -- secrets in prose ----------------------------------------------------------------------
+#: "pass" alone is a password only after what it opens ("db pass: …", "root pass is
+#: …"); a boarding pass, a test's PASS or a mountain pass are not.
+_QUALIFIED_PASS = (
+    r"(?:db|database|wi-?fi|admin|root|user|login|account|server|ssh|vpn|e-?mail|router"
+    r"|sudo|ftp|sql|mysql|postgres|redis)[ _-]pass"
+)
 _PROSE_NAME = (
-    r"pass(?:word|code|wd|phrase)|pwd?|pin(?:[ -]?(?:code|number))?"
+    rf"pass(?:word|code|wd|phrase)|{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
     r"|secret(?:[ _-]key)?|(?:api|access|auth|bearer|session|refresh|bot)[ _-]?(?:token|key)"
     r"|token|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
 )
@@ -146,8 +152,9 @@ _PROSE_IS = (
     # the password (for the prod db) is / was / remains / 's / changed to ...
     rf"(?P<name>{_PROSE_NAME})"
     r"(?:\s+(?:for|of|to|on|at)(?:\s+[^\s.,;:!?]+){1,3}?)?"
-    r"(?P<verb>\s+(?:is|was|are|remains|will\s+be|should\s+be)(?![\w-])"
-    r"|\s+(?:(?:is|was|has\s+been|got)\s+)?(?:changed|set|updated|reset)\s+to(?![\w-])"
+    # "was changed to" before "was": the value after "was" would be "changed"
+    r"(?P<verb>\s+(?:(?:is|was|has\s+been|got)\s+)?(?:changed|set|updated|reset)\s+to(?![\w-])"
+    r"|\s+(?:is|was|are|remains|will\s+be|should\s+be)(?![\w-])"
     r"|['’]s(?![\w-]))"
     r"(?:\s+(?:now|still|just|simply|actually|currently|always))?"
     r"(?:[ \t]*:)?[ \t]*"
@@ -170,20 +177,20 @@ _PROSE_OTHER = (
 )
 _PROSE_OTHER_NEEDLE = r"senha|palavra.passe|contrase|passe|passwort|kennwort|wachtwoord|password\s"
 _PROSE_IS_NEEDLE = (
-    r"(?:word|code|wd|phrase|pw|pwd|pin|number|secret|token|key)"
+    r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key)"
     r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|remains|will|should|has|got|changed|set"
     r"|updated|reset)(?![\w-]))"
 )
 #: ``pw: x``, ``PIN=1234``, ``door code: 4411`` (the long names are the key-value rule's)
 _SHORT_NAME = (
-    r"pwd?|pin(?:[ -]?(?:code|number))?"
+    rf"{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
     r"|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
 )
 _PROSE_COLON = (
     rf"(?i)(?<![A-Za-z0-9_-])(?P<name>{_SHORT_NAME})(?P<verb>[ \t]*[:=](?![:=]))[ \t]*"
     rf"{_PROSE_VALUE}"
 )
-_PROSE_COLON_NEEDLE = r"(?:pw|pwd|pin|code|number)[ \t]*[:=]"
+_PROSE_COLON_NEEDLE = r"(?:pass|pw|pwd|pin|code|number)[ \t]*[:=]"
 
 
 def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
