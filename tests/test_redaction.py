@@ -324,6 +324,14 @@ PROSE_SECRETS = [
     ("the admin password was changed to Qw3rty!", "Qw3rty"),
     ("the vpn pass was changed to Lantern77", "Lantern77"),
     ("the token was set to abcDEF123456", "abcDEF123456"),
+    # a user name and its password side by side
+    ("user: bob pass: hunter22", "hunter22"),
+    ("username admin password admin123", "admin123"),
+    ("login is bob / hunter22", "hunter22"),
+    ("creds: admin / P@ssw0rd1", "P@ssw0rd1"),
+    ("Login with user demo / pass demo123", "demo123"),
+    ("usr: kim pw: Kk#1990", "Kk#1990"),
+    ("username: alice password: 'sun and moon'", "sun and moon"),
 ]
 
 #: Look-alikes of the prose and command-line forms: left exactly as they are.
@@ -380,6 +388,15 @@ PROSE_LOOK_ALIKES = [
     "the user pass rate is 98%",
     "db pass: incorrect",
     "the password was reset to default",
+    "Login: email / password",
+    "the login: john / see above",
+    "user name password reset",
+    "user admin password is incorrect",
+    "user bob pass the test",
+    "user = User(); pwd = os.getcwd()",
+    "login is required / optional",
+    "the user / password fields",
+    '[{"role": "user", "content": "the login flow"}, {"role": "user", "content": "passed"}]',
 ]
 
 

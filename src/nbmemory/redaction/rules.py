@@ -236,6 +236,42 @@ def _use_as_span(match: re.Match[str]) -> Span | None:
     return (start, end) if prose.looks_secret(value, kind, quoted=quoted) else None
 
 
+# -- a user name and its password side by side -----------------------------------------------
+#: "user: bob pass: hunter22", "username admin password admin123", "login: bob /
+#: hunter22", "creds: admin / P@ssw0rd1": what follows the user's name is the password
+#: (after a bare slash, only a value that looks like a credential: "login: john / see
+#: above" stays).
+_PAIR = (
+    r"(?i)(?<![\w-])(?:"
+    r"(?:user(?:[ _-]?name)?|login|usr)(?:[ \t]*[:=]|[ \t]+is)?[ \t]*[^\s/,;:=]+[ \t]*[,;/|]?[ \t]*"
+    r"(?P<name>pass(?:word|wd)?|pwd?)(?![\w-])(?P<verb>[ \t]*[:=]|[ \t]+is)?[ \t]*"
+    r"|(?:creds|credentials|login)(?::| is| are)[ \t]*[^\s/]+[ \t]*/[ \t]*"
+    r")"
+    rf"{_PROSE_VALUE}"
+)
+#: The name of the password, or what opens a slash pair (not "user": JSON tool calls
+#: say "role": "user" at every turn).
+_PAIR_NEEDLE = r"pass|pw|cred|login(?::| is| are)"
+#: A pair's value that names the field instead of filling it ("login: email / password").
+_FIELD_NAMES = frozenset(["password", "pass", "passwd", "pwd", "pw", "secret", "token"])
+
+
+def _pair_span(match: re.Match[str]) -> Span | None:
+    """The password of a user-and-password pair, judged as a password named in prose."""
+    quoted = match.group("quoted") is not None
+    group = "quoted" if quoted else "bare"
+    start, end = match.span(group)
+    if not quoted:
+        end = start + len(prose.strip_trailing(match.group(group)))
+    value = match.string[start:end]
+    if value.lower() in _FIELD_NAMES:
+        return None
+    name = match.group("name")
+    kind = prose.name_class(name) if name else prose.STRONG
+    code = (match.group("verb") or "").strip() in (":", "=")
+    return (start, end) if prose.looks_secret(value, kind, quoted=quoted, code=code) else None
+
+
 # -- personal data (redact_pii) ------------------------------------------------------------
 def _email_span(match: re.Match[str]) -> Span | None:
     return None if match.group("local").lower() == "git" else match.span()
@@ -428,6 +464,7 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_prose", _PROSE_COLON, _PROSE_COLON_NEEDLE, _prose_span, separated=True),
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),
     Rule("secret_prose", _PROSE_OTHER, _PROSE_OTHER_NEEDLE, _prose_other_span),
+    Rule("secret_prose", _PAIR, _PAIR_NEEDLE, _pair_span),
     *CLI_RULES,
     # 13-19 digits of a card number (Luhn-checked)
     Rule(
