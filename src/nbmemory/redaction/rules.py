@@ -193,17 +193,21 @@ _PROSE_COLON = (
 _PROSE_COLON_NEEDLE = r"(?:pass|pw|pwd|pin|code|number)[ \t]*[:=]"
 
 
+def _value(match: re.Match[str]) -> tuple[int, int, bool]:
+    """Where a prose rule's value is (a bare one without the sentence's punctuation
+    after it), and whether it was quoted."""
+    if match.group("quoted") is not None:
+        start, end = match.span("quoted")
+        return start, end, True
+    start = match.start("bare")
+    return start, start + len(prose.strip_trailing(match.group("bare"))), False
+
+
 def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     groups = match.groupdict()
     kind = kind or prose.name_class(groups["name"] or groups["name2"])
     code = (groups["verb"] or "").strip() in (":", "=")
-    if match.group("quoted") is not None:
-        start, end = match.span("quoted")
-        quoted = True
-    else:
-        start = match.start("bare")
-        end = start + len(prose.strip_trailing(match.group("bare")))
-        quoted = False
+    start, end, quoted = _value(match)
     value = match.string[start:end]
     after = match.string[end : end + 40]
     if not prose.looks_secret(value, kind, quoted=quoted, after=after, code=code):
@@ -226,13 +230,9 @@ _USE_AS = (
 
 
 def _use_as_span(match: re.Match[str]) -> Span | None:
-    quoted = match.group("quoted") is not None
-    group = "quoted" if quoted else "bare"
-    start, end = match.span(group)
-    if not quoted:
-        end = start + len(prose.strip_trailing(match.group(group)))
-    value = match.string[start:end]
+    start, end, quoted = _value(match)
     kind = prose.name_class(match.group("name"))
+    value = match.string[start:end]
     return (start, end) if prose.looks_secret(value, kind, quoted=quoted) else None
 
 
@@ -258,11 +258,7 @@ _FIELD_NAMES = frozenset(["password", "pass", "passwd", "pwd", "pw", "secret", "
 
 def _pair_span(match: re.Match[str]) -> Span | None:
     """The password of a user-and-password pair, judged as a password named in prose."""
-    quoted = match.group("quoted") is not None
-    group = "quoted" if quoted else "bare"
-    start, end = match.span(group)
-    if not quoted:
-        end = start + len(prose.strip_trailing(match.group(group)))
+    start, end, quoted = _value(match)
     value = match.string[start:end]
     if value.lower() in _FIELD_NAMES:
         return None
