@@ -9,13 +9,12 @@ runner, lose most of a core to threads that wait (``benchmarks/blas_threads.py``
 On one thread the same product takes 0.2 ms and nothing spins.
 
 :func:`one_thread` runs a block on one BLAS thread unless its product is large
-(more than :data:`THREADED_WORK` multiply-adds: there the wait they save pays
-for the spin),
-and then gives BLAS back the threads it had.  BLAS's thread count is the
-process's, so while a block runs, a product that another thread of the process
-makes runs on one thread too; the count is set once for blocks that overlap and
-given back when the last of them ends (threadpoolctl does the setting, for
-OpenBLAS, MKL and BLIS alike).
+(more than :data:`THREADED_WORK` multiply-adds: there the wait the threads save
+pays for the spin), then gives BLAS back the threads it had.  BLAS's thread
+count is the process's, so while a block runs, a product that another thread of
+the process makes runs on one thread too; the count is set once for blocks that
+overlap and given back when the last of them ends (threadpoolctl does the
+setting, for OpenBLAS, MKL and BLIS alike).
 """
 
 from __future__ import annotations
