@@ -332,6 +332,10 @@ PROSE_SECRETS = [
     ("Login with user demo / pass demo123", "demo123"),
     ("usr: kim pw: Kk#1990", "Kk#1990"),
     ("username: alice password: 'sun and moon'", "sun and moon"),
+    # one-time codes, judged as door codes (digits)
+    ("the OTP is 552913", "552913"),
+    ("2FA code: 118822", "118822"),
+    ("your verification code is 118-822", "118-822"),
 ]
 
 #: Look-alikes of the prose and command-line forms: left exactly as they are.
@@ -397,6 +401,11 @@ PROSE_LOOK_ALIKES = [
     "login is required / optional",
     "the user / password fields",
     '[{"role": "user", "content": "the login flow"}, {"role": "user", "content": "passed"}]',
+    "the OTP is sent by SMS",
+    "the verification code is 6 digits",
+    "otp: null",
+    "the error code is 500",
+    "status code is 200",
 ]
 
 

@@ -138,10 +138,13 @@ _QUALIFIED_PASS = (
     r"(?:db|database|wi-?fi|admin|root|user|login|account|server|ssh|vpn|e-?mail|router"
     r"|sudo|ftp|sql|mysql|postgres|redis)[ _-]pass"
 )
+#: One-time codes: "the OTP is 552913", "2FA code: 118822" (digits, as a door code).
+_ONE_TIME = r"otp|(?:verification|2fa|mfa|sms|login|auth|authentication|one[ -]time)[ _-]code"
 _PROSE_NAME = (
     rf"pass(?:word|code|wd|phrase)|{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
     r"|secret(?:[ _-]key)?|(?:api|access|auth|bearer|session|refresh|bot)[ _-]?(?:token|key)"
     r"|token|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
+    rf"|{_ONE_TIME}"
 )
 _PROSE_VALUE = (
     r"""(?:(?P<open>["'`“‘])(?P<quoted>[^"'`”’\n]{1,200})["'`”’]"""
@@ -177,7 +180,7 @@ _PROSE_OTHER = (
 )
 _PROSE_OTHER_NEEDLE = r"senha|palavra.passe|contrase|passe|passwort|kennwort|wachtwoord|password\s"
 _PROSE_IS_NEEDLE = (
-    r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key)"
+    r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key|otp)"
     r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|remains|will|should|has|got|changed|set"
     r"|updated|reset)(?![\w-]))"
 )
@@ -185,12 +188,13 @@ _PROSE_IS_NEEDLE = (
 _SHORT_NAME = (
     rf"{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
     r"|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
+    rf"|{_ONE_TIME}"
 )
 _PROSE_COLON = (
     rf"(?i)(?<![A-Za-z0-9_-])(?P<name>{_SHORT_NAME})(?P<verb>[ \t]*[:=](?![:=]))[ \t]*"
     rf"{_PROSE_VALUE}"
 )
-_PROSE_COLON_NEEDLE = r"(?:pass|pw|pwd|pin|code|number)[ \t]*[:=]"
+_PROSE_COLON_NEEDLE = r"(?:pass|pw|pwd|pin|code|number|otp)[ \t]*[:=]"
 
 
 def _value(match: re.Match[str]) -> tuple[int, int, bool]:
