@@ -178,7 +178,7 @@ def writes_cost(n: int, writes: int) -> dict:
         text = fresh[i]
         timed = keywords.mentions_time(text)
         days = keywords.said_days(text, rows[n + i][4]) if timed else None
-        return keywords.speaker_of(text), days, text.rstrip().endswith("?")
+        return keywords.speaker_of(text), days, keywords.question_share(text)
 
     add, detected = paired(lambda i: index.add([rows[n + i]]), detect, writes, warmup=0)
     return {"add_us": bench.p50(add) * 1e6, "detect_us": bench.p50(detected) * 1e6}

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from nbmemory import InvalidInput, Memory
+from nbmemory.config import FEATURES
 from nbmemory.retrieval.keywords import (
     K1,
     B,
@@ -303,6 +304,25 @@ def test_a_when_question_favours_turns_that_place_things_in_time(store_path):
             assert set(hits["id"]) == {dated.id, undated.id}
             assert hits["score"].iloc[0] == pytest.approx(hits["score"].iloc[1])
             assert not any("time" in signals for signals in hits["signals"])
+
+
+def test_a_message_that_states_then_asks_is_not_read_as_a_question(store_path):
+    """``question_turn`` is how much of a memory asks: a question alone is 1, the same
+    fact stated is 0, and a correction followed by a short request ("We moved ... Can
+    you update nginx?", as users write them) is mostly telling.  Before, anything
+    ending with "?" was 1, and the fit's negative weight pushed such corrections down."""
+    with Memory(store_path, embedder=blind_model) as mem:
+        asked = mem.add_event("s", "user", "Which port does the api listen on now?")
+        stated = mem.add_event("s", "user", "The api listens on port 8443 now.")
+        both = mem.add_event(
+            "s", "user", "The api listens on port 8443 now. Can you update the nginx config?"
+        )
+        mem.flush()
+        found = mem.core.retriever.candidates("api port", None)
+        column = list(FEATURES).index("question_turn")
+        share = dict(zip(found.ids, found.features[:, column], strict=True))
+        assert share[asked.id] == 1.0 and share[stated.id] == 0.0
+        assert 0.0 < share[both.id] < 0.5
 
 
 def test_search_modes_and_threshold(spec_and_hybrid):

@@ -380,8 +380,9 @@ FEATURES: dict[str, str] = {
     "happened afterwards); yes/no",
     "session": "the best fused score in its session (0..1): a session that answers "
     "part of the question holds more of it",
-    "question_turn": "the memory is itself a question (ends with '?'; yes/no): a "
-    "question rarely holds its own answer",
+    "question_turn": "how much of the memory asks: the share of its words in sentences "
+    "ending with '?' (0..1); a question rarely holds its own answer, but a message that "
+    "states a fact and then asks does (a yes/no 'ends with ?' said neither)",
     "length": "log(1 + its number of keyword terms) over the same of the query's longest "
     "candidate: a longer turn says more, but on a corpus of 3k-character messages a raw "
     "length outweighed every other signal (tech-chat recall@10 0.694 -> 0.750)",
@@ -408,30 +409,31 @@ SIGNALS: dict[str, tuple[str, ...]] = {
 #: always with its other forms); all-MiniLM-L6-v2 (docs/retrieval.md).  The recipe is
 #: ``nbmemory.research.default_weights``; ``benchmarks/default_weights.py`` runs it.
 #: ``mention`` is 0 (it was fitted at 0.85 before): a signal whose sign depends on
-#: whether speakers' names are written in the text is not a default.
+#: whether speakers' names are written in the text is not a default.  Refitted
+#: 2026-12-07 when ``question_turn`` became the share of a memory that asks.
 DEFAULT_WEIGHTS: dict[str, float] = {name: 0.0 for name in FEATURES}
 DEFAULT_WEIGHTS.update(
     {
-        "cosine": 3.07,
-        "cosine_rank": 0.2,
-        "keywords": 2.52,
-        "keyword_rank": 1.22,
-        "agreement": -0.79,
+        "cosine": 3.1,
+        "cosine_rank": 0.21,
+        "keywords": 2.5,
+        "keyword_rank": 1.24,
+        "agreement": -0.78,
         "neighbour": 0.87,
-        "neighbour_cosine": 0.05,
-        "neighbour_keywords": 0.67,
-        "speaker": 0.59,
-        "speaker_fused": -0.59,
-        "other_speaker": -0.58,
+        "neighbour_cosine": 0.0,
+        "neighbour_keywords": 0.69,
+        "speaker": 0.58,
+        "speaker_fused": -0.58,
+        "other_speaker": -0.57,
         "mention": 0.0,
-        "time": 0.49,
-        "time_fused": 2.75,
-        "date_written": 5.5,
-        "date_said": 1.01,
-        "date_after": 2.87,
+        "time": 0.55,
+        "time_fused": 2.61,
+        "date_written": 5.51,
+        "date_said": 1.06,
+        "date_after": 2.9,
         "session": 3.54,
-        "question_turn": -0.77,
-        "length": 3.96,
+        "question_turn": -2.27,
+        "length": 3.5,
     }
 )
 

@@ -74,3 +74,32 @@ def test_tokenize_stems_each_word_as_the_rule_says_cached_or_not(pieces):
     assert tokenize(text) == by_the_rule(text)  # cache warm from earlier examples
     tokens._TERM_OF.clear()
     assert tokenize(text) == by_the_rule(text)
+
+
+def test_question_share_is_how_much_of_a_text_asks():
+    """The ``question_turn`` feature: the share of a text's words in sentences ending
+    with "?".  A message that states a fact and then asks is mostly telling; a yes/no
+    "ends with ?" scored it as a question (1.0), as if it held no answer."""
+    from nbmemory.retrieval.keywords.features import question_share
+
+    assert question_share("") == question_share(None) == 0.0
+    assert question_share("Which port does the API use now?") == 1.0
+    assert question_share("How was the trip? Did you see the lake?") == 1.0
+    assert question_share("We moved the API to port 8443.") == 0.0
+    stated_then_asked = "We moved the API to port 8443 last week. Can you update nginx?"
+    assert question_share(stated_then_asked) == 4 / 13  # 9 words told, 4 asked
+    answer = "The cause was a stale lock.\n\n```\nretry(lock)\n```\n\nShall I open the PR?"
+    assert 0 < question_share(answer) < 0.5
+    # a "?" inside a word or a URL ends no sentence
+    assert question_share("See https://example.com/search?q=port for the port.") == 0.0
+    assert question_share("  Really?  ") == 1.0
+
+
+@given(st.text(alphabet="ab ?.!\n", max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_question_share_is_a_share(text):
+    from nbmemory.retrieval.keywords.features import question_share
+
+    share = question_share(text)
+    assert 0.0 <= share <= 1.0
+    assert (share > 0) <= ("?" in text)

@@ -30,7 +30,14 @@ and what each text says besides its words (speaker, time, question).
 
 from __future__ import annotations
 
-from .features import DocumentFacts, asks_when, mentions_time, said_days, speaker_of
+from .features import (
+    DocumentFacts,
+    asks_when,
+    mentions_time,
+    question_share,
+    said_days,
+    speaker_of,
+)
 from .index import KeywordIndex
 from .scores import K1, B, KeywordScores
 from .tokens import tokenize
@@ -43,6 +50,7 @@ __all__ = [
     "KeywordScores",
     "asks_when",
     "mentions_time",
+    "question_share",
     "said_days",
     "speaker_of",
     "tokenize",

@@ -222,7 +222,7 @@ class KeywordIndex(Postings):
 
             return DocumentFacts(
                 lengths=read(self._lengths, 0.0),
-                question=read(self._question, False),
+                question=read(self._question, 0.0),
                 timed=read(self._timed, False),
                 speakers=read(self._speakers, -1),
                 sessions=read(self._sessions, -1),

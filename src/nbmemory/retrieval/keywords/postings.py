@@ -31,6 +31,7 @@ from .features import (
     NO_DAY_TO,
     mentions_time_in,
     micros,
+    question_share,
     said_days,
     speaker_of,
 )
@@ -106,7 +107,7 @@ class Postings:
         self._sessions = np.zeros(capacity, dtype=np.int32)
         self._created = np.zeros(capacity, dtype=np.int64)
         self._seq = np.zeros(capacity, dtype=np.int64)
-        self._question = np.zeros(capacity, dtype=bool)
+        self._question = np.zeros(capacity, dtype=np.float32)
         self._said_from = np.full(capacity, NO_DAY_FROM, dtype=np.int32)
         self._said_to = np.full(capacity, NO_DAY_TO, dtype=np.int32)
 
@@ -227,7 +228,7 @@ class Postings:
             self._said_from[i], self._said_to[i] = said_days(text, int(created[i]))
         asked = words.maybe_asked
         for i, text in zip(asked.tolist(), texts_at(texts, asked), strict=True):
-            self._question[i] = text.rstrip().endswith("?")
+            self._question[i] = question_share(text)
         ns_codes, ns_names = codes_of(namespaces)
         self._ns = {name: code for code, name in enumerate(ns_names)}
         session_ids, session_names = codes_of(sessions)
@@ -335,7 +336,7 @@ class Postings:
         self._said_from[pos], self._said_to[pos] = (
             said_days(text, int(created)) if timed else (NO_DAY_FROM, NO_DAY_TO)
         )
-        self._question[pos] = text.rstrip().endswith("?")
+        self._question[pos] = question_share(text)
         self._speakers[pos] = speaker
         self._sessions[pos] = session
         self._created[pos] = created = int(created)
