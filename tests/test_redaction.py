@@ -336,6 +336,12 @@ PROSE_SECRETS = [
     ("the OTP is 552913", "552913"),
     ("2FA code: 118822", "118822"),
     ("your verification code is 118-822", "118-822"),
+    # an arrow, or nothing at all, between the name and a credential-like value
+    ("password -> hunter2xyz", "hunter2xyz"),
+    ("wifi password → sunshine", "sunshine"),
+    ("pw hunter2xyz", "hunter2xyz"),
+    ("my passwd Qwerty!23 for the vpn", "Qwerty!23"),
+    ("password abc123 works", "abc123"),
 ]
 
 #: Look-alikes of the prose and command-line forms: left exactly as they are.
@@ -406,6 +412,43 @@ PROSE_LOOK_ALIKES = [
     "otp: null",
     "the error code is 500",
     "status code is 200",
+    "password -> reset flow",
+    "password -> hashed with bcrypt",
+    "password -> User.password_hash",
+    "password manager",
+    "pw reset email sent",
+    "password policy v2.1",
+    "passwd -l bob",
+    "passwd(5) man page",
+    "password 2FA",
+    "password (optional)",
+    "password min_length=12",
+    "check the passwd /etc/passwd file",
+    # a password's name, then prose about it: no passphrase
+    "the password is wrong every single time",
+    "the password is correct now thanks",
+    "the password is stored in the vault",
+    "my password is too long to type on the phone",
+    "the password is the one we agreed on",
+    "the password is not correct horse",
+]
+
+#: (text, what it must become): a passphrase of plain words is redacted whole, not
+#: its first word ("[REDACTED] horse battery staple" kept three words of four).
+PASSPHRASES = [
+    ("the password is correct horse battery staple", "the password is [REDACTED]"),
+    (
+        "the wifi password is purple monkey dishwasher, don't share it",
+        "the wifi password is [REDACTED], don't share it",
+    ),
+    ("The password is Correct Horse Battery Staple.", "The password is [REDACTED]."),
+    ("passphrase: correct horse battery staple", "passphrase: [REDACTED]"),
+    ("password: purple monkey dishwasher # rotate", "password: [REDACTED] # rotate"),
+    ("a senha é cavalo correto bateria grampo", "a senha é [REDACTED]"),
+    ("the password is sunshine today", "the password is [REDACTED]"),
+    # a value and then prose: only the value
+    ("the password is hunter2 for the vpn", "the password is [REDACTED] for the vpn"),
+    ("the password is sunshine and it works", "the password is [REDACTED] and it works"),
 ]
 
 
@@ -462,6 +505,11 @@ def test_prose_and_command_line_secrets_are_caught(text: str, secret: str) -> No
 def test_prose_and_command_line_look_alikes_are_left_alone(text: str) -> None:
     result = redact(text)
     assert result.text == text and result.count == 0, result.text
+
+
+@pytest.mark.parametrize("text, expected", PASSPHRASES)
+def test_a_passphrase_of_plain_words_is_redacted_whole(text: str, expected: str) -> None:
+    assert redact(text).text == expected
 
 
 @pytest.mark.parametrize("text, expected", OTHER_LANGUAGE_SECRETS)

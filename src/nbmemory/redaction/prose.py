@@ -495,3 +495,43 @@ def strip_trailing(value: str) -> str:
         else:
             break
     return value
+
+
+#: The next word of a passphrase: letters only, after spaces, with the sentence's
+#: punctuation that may close it.
+_NEXT_WORD = re.compile(r"[ \t]+([A-Za-z]+)([.!?;,:]?)")
+
+
+def phrase_end(text: str, end: int, *, first_secret: bool, kind: str = WEAK) -> int | None:
+    """Where a passphrase ends that starts with the value ending at ``end``, or None.
+
+    "the password is correct horse battery staple" and "wifi password: purple monkey
+    dishwasher" give a phrase of plain words; one word of it redacted leaves the
+    rest.  The words after the value are one when they are letters only, none
+    describes (:data:`DESCRIBING`, a unit, an -ed/-ing/-ly word) and they run to the
+    end of the line or to a punctuation mark: "the password is hunter2 for the vpn"
+    and "the password is wrong every single time" stay prose.  After a value that is
+    itself a describing word ("correct"), three such words are needed; after a
+    secret, one ("sunshine today": a word too many redacted, not one too few).  A
+    password named in another language (``kind`` :data:`OTHER`) reads that
+    language's describing words too ("a senha é a mesma de antes").
+    """
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    position, words, last = end, 0, end
+    while position < line_end:
+        step = _NEXT_WORD.match(text, position, line_end)
+        if step is None:
+            rest = text[position:line_end].strip()
+            if rest and not rest.startswith("#"):  # a comment ends a value ("# rotate")
+                return None  # the sentence goes on with something else: prose
+            break
+        word = step.group(1).lower()
+        if word in DESCRIBING or word in UNITS or _WORD_SUFFIX.fullmatch(word):
+            return None
+        if kind == OTHER and (word in OTHER_DESCRIBING or _OTHER_PARTICIPLE.fullmatch(word)):
+            return None
+        words, last, position = words + 1, step.end(1), step.end()
+        if step.group(2):
+            break
+    return last if words >= (1 if first_secret else 3) else None

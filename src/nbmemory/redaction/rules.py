@@ -128,7 +128,18 @@ def _key_value_span(match: re.Match[str]) -> Span | None:
             end = len(text) if newline < 0 else newline
         return (start, end) if end > start else None
     bare = (_BARE_IN_JSON if match.group("key_quote") else _BARE).match(text, start)
-    return (start, bare.end()) if bare else None
+    if bare is None:
+        return None
+    key = match.group(0).rstrip()
+    if not match.group("key_quote") and key.endswith(":") and _PASSWORD_KEY.search(key):
+        # "passphrase: correct horse battery staple" (YAML reads the whole line too;
+        # after "=" a value is one word, as a shell or an env file reads it)
+        return _with_phrase(text, start, bare.end(), prose.WEAK, secret=True, quoted=False)
+    return start, bare.end()
+
+
+#: A key that names a password, whose bare value may be a phrase of plain words.
+_PASSWORD_KEY = re.compile(rf"(?i)pass(?:word|wd|phrase|code)?\b|pwd?\b|{_OTHER_PASSWORD}")
 
 
 # -- secrets in prose ----------------------------------------------------------------------
@@ -158,7 +169,7 @@ _PROSE_IS = (
     # "was changed to" before "was": the value after "was" would be "changed"
     r"(?P<verb>\s+(?:(?:is|was|has\s+been|got)\s+)?(?:changed|set|updated|reset)\s+to(?![\w-])"
     r"|\s+(?:is|was|are|remains|will\s+be|should\s+be)(?![\w-])"
-    r"|['’]s(?![\w-]))"
+    r"|['’]s(?![\w-])|[ \t]*(?:-+>|→))"
     r"(?:\s+(?:now|still|just|simply|actually|currently|always))?"
     r"(?:[ \t]*:)?[ \t]*"
     # set / change (my wifi) password to ...
@@ -182,7 +193,7 @@ _PROSE_OTHER_NEEDLE = r"senha|palavra.passe|contrase|passe|passwort|kennwort|wac
 _PROSE_IS_NEEDLE = (
     r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key|otp)"
     r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|remains|will|should|has|got|changed|set"
-    r"|updated|reset)(?![\w-]))"
+    r"|updated|reset)(?![\w-])|\s*(?:-+>|→))"
 )
 #: ``pw: x``, ``PIN=1234``, ``door code: 4411`` (the long names are the key-value rule's)
 _SHORT_NAME = (
@@ -210,13 +221,25 @@ def _value(match: re.Match[str]) -> tuple[int, int, bool]:
 def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     groups = match.groupdict()
     kind = kind or prose.name_class(groups["name"] or groups["name2"])
-    code = (groups["verb"] or "").strip() in (":", "=")
+    # after ":", "=" or an arrow a value may be code ("pw = getpass()")
+    code = (groups["verb"] or "").strip().lstrip("-") in (":", "=", ">", "→")
     start, end, quoted = _value(match)
     value = match.string[start:end]
     after = match.string[end : end + 40]
-    if not prose.looks_secret(value, kind, quoted=quoted, after=after, code=code):
-        return None
-    return start, end
+    secret = prose.looks_secret(value, kind, quoted=quoted, after=after, code=code)
+    return _with_phrase(match.string, start, end, kind, secret=secret, quoted=quoted)
+
+
+def _with_phrase(
+    text: str, start: int, end: int, kind: str, *, secret: bool, quoted: bool
+) -> Span | None:
+    """The value, or the passphrase it starts ("correct horse battery staple"), for a
+    password's names (:func:`prose.phrase_end`); None when neither is a secret."""
+    if not quoted and kind in (prose.WEAK, prose.OTHER) and text[start:end].isalpha():
+        longer = prose.phrase_end(text, end, first_secret=secret, kind=kind)
+        if longer is not None:
+            return start, longer
+    return (start, end) if secret else None
 
 
 def _prose_other_span(match: re.Match[str]) -> Span | None:
@@ -238,6 +261,31 @@ def _use_as_span(match: re.Match[str]) -> Span | None:
     kind = prose.name_class(match.group("name"))
     value = match.string[start:end]
     return (start, end) if prose.looks_secret(value, kind, quoted=quoted) else None
+
+
+#: "pw hunter2xyz", "my passwd Qwerty!23 for the vpn": a password's name and its value
+#: with nothing between them; only a value that looks like a credential (a letter
+#: and a digit or a symbol, 6+ characters; not a flag, a path, a placeholder, a bracket
+#: or a ``key=value``), as "password manager" and "pw reset" say what the password is
+#: for.  (``pwd`` is left out: it is a shell command.)
+_PROSE_BARE = (
+    r"(?i)(?<![\w-])(?P<name>pass(?:word|wd|code)|pw)[ \t]+"
+    r"""(?P<bare>(?![-/~.<$(\[{])[^\s"'`=]{6,200}(?![^\s"'`]))"""
+)
+
+
+def _prose_bare_span(match: re.Match[str]) -> Span | None:
+    start = match.start("bare")
+    value = prose.strip_trailing(match.group("bare"))
+    end = start + len(value)
+    credential = any(c.isalpha() for c in value) and any(
+        c.isdigit() or not c.isalnum() for c in value
+    )
+    if len(value) < 6 or not credential:
+        return None
+    if not prose.looks_secret(value, prose.STRONG, quoted=False, code=True):
+        return None
+    return start, end
 
 
 # -- a user name and its password side by side -----------------------------------------------
@@ -465,6 +513,7 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),
     Rule("secret_prose", _PROSE_OTHER, _PROSE_OTHER_NEEDLE, _prose_other_span),
     Rule("secret_prose", _PAIR, _PAIR_NEEDLE, _pair_span),
+    Rule("secret_prose", _PROSE_BARE, r"(?:pass(?:word|wd|code)|pw)[ \t]", _prose_bare_span),
     *CLI_RULES,
     # 13-19 digits of a card number (Luhn-checked)
     Rule(
