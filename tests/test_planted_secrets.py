@@ -55,6 +55,16 @@ FORMS: dict[str, Callable[[int], tuple[str, str]]] = {
     "prose qualified": lambda n: (f"my new wifi passcode is now Lamp{n}post", f"Lamp{n}post"),
     "prose quoted": lambda n: (f"the password is 'open sesame {n}'", f"open sesame {n}"),
     "prose set to": lambda n: (f"set my password to Winter{n}!", f"Winter{n}!"),
+    # a phrase: its tail is what a first-word-only redaction would leave
+    "passphrase": lambda n: (
+        f"the wifi password is purple {_letters(n, 5)} monkey dishwasher",
+        f"{_letters(n, 5)} monkey dishwasher",
+    ),
+    "seed phrase": lambda n: (
+        "my seed phrase is abandon ability able about above absent absorb abstract "
+        f"absurd abuse access {_letters(n, 6)}",
+        f"access {_letters(n, 6)}",
+    ),
     "prose pin": lambda n: (f"PIN: 77{n:06d}", f"77{n:06d}"),
     "password colon": lambda n: (f"my password: hunt{n}er3", f"hunt{n}er3"),
     "prose senha": lambda n: (f"a senha do wifi é Batata{n}x", f"Batata{n}x"),

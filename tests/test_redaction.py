@@ -342,6 +342,15 @@ PROSE_SECRETS = [
     ("pw hunter2xyz", "hunter2xyz"),
     ("my passwd Qwerty!23 for the vpn", "Qwerty!23"),
     ("password abc123 works", "abc123"),
+    ("Password - hunter2xyz", "hunter2xyz"),
+    ("Wifi password – sunflower42", "sunflower42"),
+    # a user and a password as one token after logging in
+    ("login with admin:S3cret!pass", "S3cret!pass"),
+    ("ssh as deploy:Xk9#mm2q to the box", "Xk9#mm2q"),
+    ("logged in as bob:hunter22", "hunter22"),
+    # a form pasted as shown: the value on the line after its label
+    ("Username:\nbob\nPassword:\nS3cret!pw\n", "S3cret!pw"),
+    ("PIN:\n4921", "4921"),
 ]
 
 #: Look-alikes of the prose and command-line forms: left exactly as they are.
@@ -431,6 +440,16 @@ PROSE_LOOK_ALIKES = [
     "my password is too long to type on the phone",
     "the password is the one we agreed on",
     "the password is not correct horse",
+    "password - reset flow",
+    "login with google:oauth",
+    "ssh as root:22",
+    "Password:\nrequired",
+    "Password:\n********",
+    "password:\n  - at least 12 chars",
+    # a seed phrase's name, then prose
+    "the seed phrase is stored offline",
+    "the mnemonic is on the card",
+    "the recovery phrase is what you wrote down when creating the wallet",
 ]
 
 #: (text, what it must become): a passphrase of plain words is redacted whole, not
@@ -449,6 +468,23 @@ PASSPHRASES = [
     # a value and then prose: only the value
     ("the password is hunter2 for the vpn", "the password is [REDACTED] for the vpn"),
     ("the password is sunshine and it works", "the password is [REDACTED] and it works"),
+    ("pass phrase is correct horse battery staple", "pass phrase is [REDACTED]"),
+    # a wallet's seed phrase: 12 to 25 words, whatever they are ("about", "above" ...)
+    (
+        "my seed phrase is abandon ability able about above absent absorb abstract "
+        "absurd abuse access accident",
+        "my seed phrase is [REDACTED]",
+    ),
+    (
+        "Secret Recovery Phrase: zoo, zero, youth, young, yellow, year, wrong, write, "
+        "world, wood, wool, wolf",
+        "Secret Recovery Phrase: [REDACTED]",
+    ),
+    (
+        "seed words:\nlegal winner thank year\nwave sausage worth useful\n"
+        "legal winner thank yellow\n\nkeep them safe",
+        "seed words:\n[REDACTED]\n\nkeep them safe",
+    ),
 ]
 
 

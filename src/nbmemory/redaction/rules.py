@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from . import checksums, prose
 from .commands import CLI_RULES
+from .phrases import PHRASE_RULES
 from .rule import REDACTED, Rule, Span, secret_span
 
 __all__ = ["REDACTED", "RULES", "SECRET_KEY", "Rule", "Span", "secret_span"]
@@ -152,7 +153,7 @@ _QUALIFIED_PASS = (
 #: One-time codes: "the OTP is 552913", "2FA code: 118822" (digits, as a door code).
 _ONE_TIME = r"otp|(?:verification|2fa|mfa|sms|login|auth|authentication|one[ -]time)[ _-]code"
 _PROSE_NAME = (
-    rf"pass(?:word|code|wd|phrase)|{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
+    rf"pass(?:word|code|wd|[ _-]?phrase)|{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
     r"|secret(?:[ _-]key)?|(?:api|access|auth|bearer|session|refresh|bot)[ _-]?(?:token|key)"
     r"|token|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
     rf"|{_ONE_TIME}"
@@ -169,7 +170,7 @@ _PROSE_IS = (
     # "was changed to" before "was": the value after "was" would be "changed"
     r"(?P<verb>\s+(?:(?:is|was|has\s+been|got)\s+)?(?:changed|set|updated|reset)\s+to(?![\w-])"
     r"|\s+(?:is|was|are|remains|will\s+be|should\s+be)(?![\w-])"
-    r"|['’]s(?![\w-])|[ \t]*(?:-+>|→))"
+    r"|['’]s(?![\w-])|[ \t]*(?:-+>|→)|[ \t]+[–—-](?=[ \t]))"
     r"(?:\s+(?:now|still|just|simply|actually|currently|always))?"
     r"(?:[ \t]*:)?[ \t]*"
     # set / change (my wifi) password to ...
@@ -193,7 +194,7 @@ _PROSE_OTHER_NEEDLE = r"senha|palavra.passe|contrase|passe|passwort|kennwort|wac
 _PROSE_IS_NEEDLE = (
     r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key|otp)"
     r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|remains|will|should|has|got|changed|set"
-    r"|updated|reset)(?![\w-])|\s*(?:-+>|→))"
+    r"|updated|reset)(?![\w-])|\s*(?:-+>|→)|[ \t]+[–—-][ \t])"
 )
 #: ``pw: x``, ``PIN=1234``, ``door code: 4411`` (the long names are the key-value rule's)
 _SHORT_NAME = (
@@ -222,7 +223,7 @@ def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     groups = match.groupdict()
     kind = kind or prose.name_class(groups["name"] or groups["name2"])
     # after ":", "=" or an arrow a value may be code ("pw = getpass()")
-    code = (groups["verb"] or "").strip().lstrip("-") in (":", "=", ">", "→")
+    code = (groups["verb"] or "").strip().lstrip("-") in ("", ":", "=", ">", "→", "–", "—")
     start, end, quoted = _value(match)
     value = match.string[start:end]
     after = match.string[end : end + 40]
@@ -298,14 +299,22 @@ _PAIR = (
     r"(?:user(?:[ _-]?name)?|login|usr)(?:[ \t]*[:=]|[ \t]+is)?[ \t]*[^\s/,;:=]+[ \t]*[,;/|]?[ \t]*"
     r"(?P<name>pass(?:word|wd)?|pwd?)(?![\w-])(?P<verb>[ \t]*[:=]|[ \t]+is)?[ \t]*"
     r"|(?:creds|credentials|login)(?::| is| are)[ \t]*[^\s/]+[ \t]*/[ \t]*"
+    # "log in with admin:S3cret!pw", "ssh as deploy:Xk9#mm2q": user:password
+    r"|(?:log(?:ged)?[ -]?in|sign(?:ed)?[ -]?in|ssh)[ \t]+(?:with|as|using)"
+    r"[ \t]+[^\s:/@]+(?P<colon>:)"
     r")"
     rf"{_PROSE_VALUE}"
 )
 #: The name of the password, or what opens a slash pair (not "user": JSON tool calls
 #: say "role": "user" at every turn).
-_PAIR_NEEDLE = r"pass|pw|cred|login(?::| is| are)"
+_PAIR_NEEDLE = (
+    r"pass|pw|cred|login(?::| is| are)|(?:in|connect|connected|ssh)\s+(?:with|as|using)\s"
+)
 #: A pair's value that names the field instead of filling it ("login: email / password").
 _FIELD_NAMES = frozenset(["password", "pass", "passwd", "pwd", "pw", "secret", "token"])
+
+
+_PORT = re.compile(r"\d+(?:/\S*)?")
 
 
 def _pair_span(match: re.Match[str]) -> Span | None:
@@ -314,6 +323,8 @@ def _pair_span(match: re.Match[str]) -> Span | None:
     value = match.string[start:end]
     if value.lower() in _FIELD_NAMES:
         return None
+    if match.group("colon") and _PORT.fullmatch(value):
+        return None  # "ssh as root:22": a port
     name = match.group("name")
     kind = prose.name_class(name) if name else prose.STRONG
     code = (match.group("verb") or "").strip() in (":", "=")
@@ -515,6 +526,7 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_prose", _PAIR, _PAIR_NEEDLE, _pair_span),
     Rule("secret_prose", _PROSE_BARE, r"(?:pass(?:word|wd|code)|pw)[ \t]", _prose_bare_span),
     *CLI_RULES,
+    *PHRASE_RULES,
     # 13-19 digits of a card number (Luhn-checked)
     Rule(
         "payment_card",
