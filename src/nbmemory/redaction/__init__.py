@@ -140,6 +140,14 @@ _NEEDLES: dict[str, str] = {
     for name, needles in _rule_needles([r.name for r in RULES] + list(_STRUCTURE_NEEDLES)).items()
 }
 _COMPILED_NEEDLES = {name: re.compile(needle) for name, needle in _NEEDLES.items()}
+#: Where a name has several rules (seven ``secret_prose``), each rule's own needle
+#: too: once the name's needle is in a text, only the rules whose own needle is
+#: there run (a long message naming a password is not searched for "use … as").
+_OWN_NEEDLES: dict[Rule, re.Pattern[str]] = {
+    rule: re.compile(_needle_regex([rule.needle]))
+    for rule in RULES
+    if sum(other.name == rule.name for other in RULES) > 1
+}
 
 
 def _combined(names: Iterable[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
@@ -281,9 +289,17 @@ class Redactor:
         (the earlier rule's kind wins), in text order."""
         found: list[tuple[int, int, int, str]] = []
         lowered = text.lower()
+        #: name -> whether its needle is in the text: the rules of one name (seven
+        #: ``secret_prose``) share one needle, searched once (~80 us on 2.6k characters)
+        present: dict[str, bool] = {}
         for order, (rule, pattern) in enumerate(rules):
-            needle = _COMPILED_NEEDLES.get(rule.name)
-            if needle is not None and needle.search(lowered) is None:
+            if rule.name not in present:
+                needle = _COMPILED_NEEDLES.get(rule.name)
+                present[rule.name] = needle is None or needle.search(lowered) is not None
+            if not present[rule.name]:
+                continue
+            own = _OWN_NEEDLES.get(rule)
+            if own is not None and own.search(lowered) is None:
                 continue
             span_of = rule.span or secret_span
             for match in pattern.finditer(text):
