@@ -351,6 +351,10 @@ PROSE_SECRETS = [
     # a form pasted as shown: the value on the line after its label
     ("Username:\nbob\nPassword:\nS3cret!pw\n", "S3cret!pw"),
     ("PIN:\n4921", "4921"),
+    # a card's security code, beside its (always redacted) number
+    ("Card 4111 1111 1111 1111, exp 12/27, cvv 123", "123"),
+    ("the CVC is 998", "998"),
+    ("card cvv: 4412", "4412"),
 ]
 
 #: Look-alikes of the prose and command-line forms: left exactly as they are.
@@ -450,6 +454,10 @@ PROSE_LOOK_ALIKES = [
     "the seed phrase is stored offline",
     "the mnemonic is on the card",
     "the recovery phrase is what you wrote down when creating the wallet",
+    "the cvv is on the back",
+    "cvv is 3 digits",
+    "cvv check failed",
+    "the password is numbers.",  # not "nu" (Dutch "now") and then a value "mbers"
 ]
 
 #: (text, what it must become): a passphrase of plain words is redacted whole, not
@@ -469,6 +477,9 @@ PASSPHRASES = [
     ("the password is hunter2 for the vpn", "the password is [REDACTED] for the vpn"),
     ("the password is sunshine and it works", "the password is [REDACTED] and it works"),
     ("pass phrase is correct horse battery staple", "pass phrase is [REDACTED]"),
+    # a value starting like an adverb of another language ("nog", "ora") is whole
+    ("the password is nogood1", "the password is [REDACTED]"),
+    ("the password is oranges7", "the password is [REDACTED]"),
     # a wallet's seed phrase: 12 to 25 words, whatever they are ("about", "above" ...)
     (
         "my seed phrase is abandon ability able about above absent absorb abstract "

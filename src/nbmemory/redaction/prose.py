@@ -427,8 +427,10 @@ def name_class(name: str) -> str:
     lowered = re.sub(r"[\s_-]+", " ", name.lower())
     if lowered.startswith("pin"):
         return PIN
-    if lowered == "otp" or lowered.endswith("code") and not lowered.startswith("pass"):
-        return CODE  # a door code, a one-time code
+    if lowered in ("otp", "cvv", "cvv2", "cvc", "cvc2", "csc") or (
+        lowered.endswith("code") and not lowered.startswith("pass")
+    ):
+        return CODE  # a door code, a one-time code, a card's security code
     if lowered == "pwd":
         return PWD
     if lowered.startswith(("pass", "pw")) or lowered.endswith(" pass"):

@@ -152,11 +152,13 @@ _QUALIFIED_PASS = (
 )
 #: One-time codes: "the OTP is 552913", "2FA code: 118822" (digits, as a door code).
 _ONE_TIME = r"otp|(?:verification|2fa|mfa|sms|login|auth|authentication|one[ -]time)[ _-]code"
+#: A card's security code ("cvv: 123", "the CVC is 4412"): digits, as a door code.
+_CARD_CODE = r"cvv2?|cvc2?|csc"
 _PROSE_NAME = (
     rf"pass(?:word|code|wd|[ _-]?phrase)|{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
     r"|secret(?:[ _-]key)?|(?:api|access|auth|bearer|session|refresh|bot)[ _-]?(?:token|key)"
     r"|token|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
-    rf"|{_ONE_TIME}"
+    rf"|{_ONE_TIME}|{_CARD_CODE}"
 )
 _PROSE_VALUE = (
     r"""(?:(?P<open>["'`“‘])(?P<quoted>[^"'`”’\n]{1,200})["'`”’]"""
@@ -183,16 +185,19 @@ _PROSE_IS = (
 #: "het wachtwoord is …", "la password è …" (and "… agora/ahora/jetzt …", "… do wifi é …").
 _PROSE_OTHER = (
     rf"(?i)(?<![\w-])(?P<name>{_OTHER_PASSWORD}|password)"
-    r"(?:\s+(?:do|da|de|del|du|des|für|fur|van|voor|dello|della|di)(?:\s+[^\s.,;:!?]+){1,3}?)?"
-    r"(?:\s+(?:agora|ahora|maintenant|jetzt|nu|ora))?"
+    r"(?:\s+(?:do|da|de|del|du|des|für|fur|van|voor|dello|della|di)(?![\w-])"
+    r"(?:\s+[^\s.,;:!?]+){1,3}?)?"
+    r"(?:\s+(?:agora|ahora|maintenant|jetzt|nu|ora)(?![\w-]))?"
     r"(?P<verb>\s+(?:é|era|foi|es|fue|est|était|ist|war|is|was|è)(?![\w-]))"
-    r"(?:\s+(?:agora|ainda|ahora|todavía|maintenant|toujours|jetzt|noch|nu|nog|ora|ancora))?"
+    # a whole word: "the password is numbers" is not "nu" then "mbers"
+    r"(?:\s+(?:agora|ainda|ahora|todavía|maintenant|toujours|jetzt|noch|nu|nog|ora|ancora)"
+    r"(?![\w-]))?"
     r"(?:[ \t]*:)?[ \t]*"
     rf"{_PROSE_VALUE}"
 )
 _PROSE_OTHER_NEEDLE = r"senha|palavra.passe|contrase|passe|passwort|kennwort|wachtwoord|password\s"
 _PROSE_IS_NEEDLE = (
-    r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key|otp)"
+    r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key|otp|cvv2?|cvc2?|csc)"
     r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|remains|will|should|has|got|changed|set"
     r"|updated|reset)(?![\w-])|\s*(?:-+>|→)|[ \t]+[–—-][ \t])"
 )
@@ -200,13 +205,13 @@ _PROSE_IS_NEEDLE = (
 _SHORT_NAME = (
     rf"{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
     r"|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
-    rf"|{_ONE_TIME}"
+    rf"|{_ONE_TIME}|{_CARD_CODE}"
 )
 _PROSE_COLON = (
     rf"(?i)(?<![A-Za-z0-9_-])(?P<name>{_SHORT_NAME})(?P<verb>[ \t]*[:=](?![:=]))[ \t]*"
     rf"{_PROSE_VALUE}"
 )
-_PROSE_COLON_NEEDLE = r"(?:pass|pw|pwd|pin|code|number|otp)[ \t]*[:=]"
+_PROSE_COLON_NEEDLE = r"(?:pass|pw|pwd|pin|code|number|otp|cvv2?|cvc2?|csc)[ \t]*[:=]"
 
 
 def _value(match: re.Match[str]) -> tuple[int, int, bool]:
@@ -270,8 +275,8 @@ def _use_as_span(match: re.Match[str]) -> Span | None:
 #: or a ``key=value``), as "password manager" and "pw reset" say what the password is
 #: for.  (``pwd`` is left out: it is a shell command.)
 _PROSE_BARE = (
-    r"(?i)(?<![\w-])(?P<name>pass(?:word|wd|code)|pw)[ \t]+"
-    r"""(?P<bare>(?![-/~.<$(\[{])[^\s"'`=]{6,200}(?![^\s"'`]))"""
+    rf"(?i)(?<![\w-])(?P<name>pass(?:word|wd|code)|pw|{_CARD_CODE})[ \t]+"
+    r"""(?P<bare>(?![-/~.<$(\[{])[^\s"'`=]{3,200}(?![^\s"'`]))"""
 )
 
 
@@ -279,6 +284,8 @@ def _prose_bare_span(match: re.Match[str]) -> Span | None:
     start = match.start("bare")
     value = prose.strip_trailing(match.group("bare"))
     end = start + len(value)
+    if prose.name_class(match.group("name")) == prose.CODE:  # "cvv 123": 3 or 4 digits
+        return (start, end) if value.isdigit() and len(value) in (3, 4) else None
     credential = any(c.isalpha() for c in value) and any(
         c.isdigit() or not c.isalnum() for c in value
     )
@@ -524,7 +531,12 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),
     Rule("secret_prose", _PROSE_OTHER, _PROSE_OTHER_NEEDLE, _prose_other_span),
     Rule("secret_prose", _PAIR, _PAIR_NEEDLE, _pair_span),
-    Rule("secret_prose", _PROSE_BARE, r"(?:pass(?:word|wd|code)|pw)[ \t]", _prose_bare_span),
+    Rule(
+        "secret_prose",
+        _PROSE_BARE,
+        r"(?:pass(?:word|wd|code)|pw|cvv2?|cvc2?|csc)[ \t]",
+        _prose_bare_span,
+    ),
     *CLI_RULES,
     *PHRASE_RULES,
     # 13-19 digits of a card number (Luhn-checked)
