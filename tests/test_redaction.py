@@ -559,6 +559,24 @@ def test_a_passphrase_of_plain_words_is_redacted_whole(text: str, expected: str)
     assert redact(text).text == expected
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "Server=db;User Id=sa;Password=S3cret;Database=app",
+            "Server=db;User Id=sa;Password=[REDACTED];Database=app",
+        ),
+        (
+            "jdbc:mysql://host/db?user=bob&password=S3cret&ssl=true",
+            "jdbc:mysql://host/db?user=bob&password=[REDACTED]&ssl=true",
+        ),
+    ],
+)
+def test_a_connection_string_keeps_the_fields_after_the_password(text: str, expected: str) -> None:
+    """The value ends where the next field starts (``;Database=``, ``&ssl=``)."""
+    assert redact(text).text == expected
+
+
 @pytest.mark.parametrize("text, expected", OTHER_LANGUAGE_SECRETS)
 def test_a_password_named_in_another_language_is_caught(text: str, expected: str) -> None:
     assert redact(text).text == expected

@@ -1,5 +1,5 @@
-"""Secrets that are not one word after their name: wallet seed phrases, and a
-password given on the line after its label.
+"""Secrets not written as "<name> is <value>": wallet seed phrases, a password given
+on the line after its label, and a password right after its name ("pw hunter2xyz").
 
 * A wallet's seed (recovery, backup, mnemonic) phrase is 12 to 25 plain words
   ("my seed phrase is abandon ability able about …"); the whole run of words is
@@ -20,6 +20,9 @@ import re
 
 from . import prose
 from .rule import Rule, Span
+
+#: A card's security code ("cvv: 123", "the CVC is 4412"): digits, as a door code.
+CARD_CODE = r"cvv2?|cvc2?|csc"
 
 #: "seed phrase", "secret recovery phrase", "recovery words", "mnemonic", "wallet seed".
 _SEED_NAME = (
@@ -51,6 +54,33 @@ def _next_line_span(match: re.Match[str]) -> Span | None:
     return start, start + len(value)
 
 
+#: "pw hunter2xyz", "my passwd Qwerty!23 for the vpn": a password's name and its value
+#: with nothing between them; only a value that looks like a credential (a letter
+#: and a digit or a symbol, 6+ characters; not a flag, a path, a placeholder, a bracket
+#: or a ``key=value``), as "password manager" and "pw reset" say what the password is
+#: for.  (``pwd`` is left out: it is a shell command.)
+_PROSE_BARE = (
+    rf"(?i)(?<![\w-])(?P<name>pass(?:word|wd|code)|pw|{CARD_CODE})[ \t]+"
+    r"""(?P<bare>(?![-/~.<$(\[{])[^\s"'`=]{3,200}(?![^\s"'`]))"""
+)
+
+
+def _prose_bare_span(match: re.Match[str]) -> Span | None:
+    start = match.start("bare")
+    value = prose.strip_trailing(match.group("bare"))
+    end = start + len(value)
+    if prose.name_class(match.group("name")) == prose.CODE:  # "cvv 123": 3 or 4 digits
+        return (start, end) if value.isdigit() and len(value) in (3, 4) else None
+    credential = any(c.isalpha() for c in value) and any(
+        c.isdigit() or not c.isalnum() for c in value
+    )
+    if len(value) < 6 or not credential:
+        return None
+    if not prose.looks_secret(value, prose.STRONG, quoted=False, code=True):
+        return None
+    return start, end
+
+
 PHRASE_RULES: tuple[Rule, ...] = (
     Rule("seed_phrase", _SEED, ("phrase", "words", "seed", "mnemonic")),
     Rule(
@@ -58,5 +88,11 @@ PHRASE_RULES: tuple[Rule, ...] = (
         _NEXT_LINE,
         r"(?:word|wd|code|phrase|pw|pwd|pin)[ \t]*[:=][ \t]*\r?\n",
         _next_line_span,
+    ),
+    Rule(
+        "secret_prose",
+        _PROSE_BARE,
+        r"(?:pass(?:word|wd|code)|pw|cvv2?|cvc2?|csc)[ \t]",
+        _prose_bare_span,
     ),
 )

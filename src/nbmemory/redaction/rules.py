@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from . import checksums, prose
 from .commands import CLI_RULES
+from .phrases import CARD_CODE as _CARD_CODE
 from .phrases import PHRASE_RULES
 from .rule import REDACTED, Rule, Span, secret_span
 
@@ -84,9 +85,10 @@ _KEY_VALUE = (
     r"(?:\s+=>|\s*:=|\s*:|=|\s+=(?!>))[ \t]*"
     r"""(?:(?P<value_quote>\\*["'])|(?=[^\s"'\\]))"""
 )
-#: How a bare value ends: at white space, a quote, an escape (``\"``, ``\n``) and,
+#: How a bare value ends: at white space, a quote, an escape (``\"``, ``\n``), before
+#: the next field of a connection or query string (``;Database=``, ``&ssl=``) and,
 #: after a quoted key (JSON-like text), at ``,`` ``}`` ``]``.
-_BARE = re.compile(r"""(?:[^\s"'\\]|\\(?![\\"'nrtu/]))+""")
+_BARE = re.compile(r"""(?:(?![;&][A-Za-z_][\w.-]*=)(?:[^\s"'\\]|\\(?![\\"'nrtu/])))+""")
 _BARE_IN_JSON = re.compile(r"""(?:[^\s"'\\,}\]]|\\(?![\\"'nrtu/]))+""")
 
 
@@ -152,8 +154,6 @@ _QUALIFIED_PASS = (
 )
 #: One-time codes: "the OTP is 552913", "2FA code: 118822" (digits, as a door code).
 _ONE_TIME = r"otp|(?:verification|2fa|mfa|sms|login|auth|authentication|one[ -]time)[ _-]code"
-#: A card's security code ("cvv: 123", "the CVC is 4412"): digits, as a door code.
-_CARD_CODE = r"cvv2?|cvc2?|csc"
 _PROSE_NAME = (
     rf"pass(?:word|code|wd|[ _-]?phrase)|{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
     r"|secret(?:[ _-]key)?|(?:api|access|auth|bearer|session|refresh|bot)[ _-]?(?:token|key)"
@@ -221,7 +221,12 @@ def _value(match: re.Match[str]) -> tuple[int, int, bool]:
         start, end = match.span("quoted")
         return start, end, True
     start = match.start("bare")
-    return start, start + len(prose.strip_trailing(match.group("bare"))), False
+    bare = match.group("bare")
+    field = _NEXT_FIELD.search(bare)  # "user=bob&password=x&ssl=true": up to "&ssl="
+    return start, start + len(prose.strip_trailing(bare[: field.start()] if field else bare)), False
+
+
+_NEXT_FIELD = re.compile(r"[;&][A-Za-z_][\w.-]*=")
 
 
 def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
@@ -267,33 +272,6 @@ def _use_as_span(match: re.Match[str]) -> Span | None:
     kind = prose.name_class(match.group("name"))
     value = match.string[start:end]
     return (start, end) if prose.looks_secret(value, kind, quoted=quoted) else None
-
-
-#: "pw hunter2xyz", "my passwd Qwerty!23 for the vpn": a password's name and its value
-#: with nothing between them; only a value that looks like a credential (a letter
-#: and a digit or a symbol, 6+ characters; not a flag, a path, a placeholder, a bracket
-#: or a ``key=value``), as "password manager" and "pw reset" say what the password is
-#: for.  (``pwd`` is left out: it is a shell command.)
-_PROSE_BARE = (
-    rf"(?i)(?<![\w-])(?P<name>pass(?:word|wd|code)|pw|{_CARD_CODE})[ \t]+"
-    r"""(?P<bare>(?![-/~.<$(\[{])[^\s"'`=]{3,200}(?![^\s"'`]))"""
-)
-
-
-def _prose_bare_span(match: re.Match[str]) -> Span | None:
-    start = match.start("bare")
-    value = prose.strip_trailing(match.group("bare"))
-    end = start + len(value)
-    if prose.name_class(match.group("name")) == prose.CODE:  # "cvv 123": 3 or 4 digits
-        return (start, end) if value.isdigit() and len(value) in (3, 4) else None
-    credential = any(c.isalpha() for c in value) and any(
-        c.isdigit() or not c.isalnum() for c in value
-    )
-    if len(value) < 6 or not credential:
-        return None
-    if not prose.looks_secret(value, prose.STRONG, quoted=False, code=True):
-        return None
-    return start, end
 
 
 # -- a user name and its password side by side -----------------------------------------------
@@ -531,12 +509,6 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),
     Rule("secret_prose", _PROSE_OTHER, _PROSE_OTHER_NEEDLE, _prose_other_span),
     Rule("secret_prose", _PAIR, _PAIR_NEEDLE, _pair_span),
-    Rule(
-        "secret_prose",
-        _PROSE_BARE,
-        r"(?:pass(?:word|wd|code)|pw|cvv2?|cvc2?|csc)[ \t]",
-        _prose_bare_span,
-    ),
     *CLI_RULES,
     *PHRASE_RULES,
     # 13-19 digits of a card number (Luhn-checked)
