@@ -46,12 +46,11 @@ _NEXT_LINE = (
 
 
 def _next_line_span(match: re.Match[str]) -> Span | None:
-    start = match.start("bare")
-    value = prose.strip_trailing(match.group("bare"))
+    start, end = prose.bare_span(match)
     kind = prose.name_class(match.group("name"))
-    if not prose.looks_secret(value, kind, quoted=False, code=True):
+    if not prose.looks_secret(match.string[start:end], kind, quoted=False, code=True):
         return None
-    return start, start + len(value)
+    return start, end
 
 
 #: "pw hunter2xyz", "my passwd Qwerty!23 for the vpn": a password's name and its value
@@ -66,9 +65,8 @@ _PROSE_BARE = (
 
 
 def _prose_bare_span(match: re.Match[str]) -> Span | None:
-    start = match.start("bare")
-    value = prose.strip_trailing(match.group("bare"))
-    end = start + len(value)
+    start, end = prose.bare_span(match)
+    value = match.string[start:end]
     if prose.name_class(match.group("name")) == prose.CODE:  # "cvv 123": 3 or 4 digits
         return (start, end) if value.isdigit() and len(value) in (3, 4) else None
     credential = any(c.isalpha() for c in value) and any(

@@ -485,6 +485,20 @@ def looks_secret(
     return True
 
 
+#: Where the next field of a connection or query string starts (``;Database=``, ``&ssl=``).
+NEXT_FIELD = re.compile(r"[;&][A-Za-z_][\w.-]*=")
+
+
+def bare_span(match: re.Match[str]) -> tuple[int, int]:
+    """Where a rule's bare value (its ``bare`` group) is: without the sentence's
+    punctuation after it, and up to the next field of a connection or query string
+    ("user=bob&password=x&ssl=true": up to "&ssl=")."""
+    start = match.start("bare")
+    bare = match.group("bare")
+    field = NEXT_FIELD.search(bare)
+    return start, start + len(strip_trailing(bare[: field.start()] if field else bare))
+
+
 def strip_trailing(value: str) -> str:
     """``value`` without the sentence punctuation that follows a bare value (a closing
     bracket only when the value does not open it: ``${DB_PASS}`` keeps its brace)."""

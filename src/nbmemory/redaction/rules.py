@@ -88,7 +88,7 @@ _KEY_VALUE = (
 #: How a bare value ends: at white space, a quote, an escape (``\"``, ``\n``), before
 #: the next field of a connection or query string (``;Database=``, ``&ssl=``) and,
 #: after a quoted key (JSON-like text), at ``,`` ``}`` ``]``.
-_BARE = re.compile(r"""(?:(?![;&][A-Za-z_][\w.-]*=)(?:[^\s"'\\]|\\(?![\\"'nrtu/])))+""")
+_BARE = re.compile(rf"""(?:(?!{prose.NEXT_FIELD.pattern})(?:[^\s"'\\]|\\(?![\\"'nrtu/])))+""")
 _BARE_IN_JSON = re.compile(r"""(?:[^\s"'\\,}\]]|\\(?![\\"'nrtu/]))+""")
 
 
@@ -220,13 +220,7 @@ def _value(match: re.Match[str]) -> tuple[int, int, bool]:
     if match.group("quoted") is not None:
         start, end = match.span("quoted")
         return start, end, True
-    start = match.start("bare")
-    bare = match.group("bare")
-    field = _NEXT_FIELD.search(bare)  # "user=bob&password=x&ssl=true": up to "&ssl="
-    return start, start + len(prose.strip_trailing(bare[: field.start()] if field else bare)), False
-
-
-_NEXT_FIELD = re.compile(r"[;&][A-Za-z_][\w.-]*=")
+    return *prose.bare_span(match), False
 
 
 def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
