@@ -472,6 +472,9 @@ PASSPHRASES = [
     ("passphrase: correct horse battery staple", "passphrase: [REDACTED]"),
     ("password: purple monkey dishwasher # rotate", "password: [REDACTED] # rotate"),
     ("a senha é cavalo correto bateria grampo", "a senha é [REDACTED]"),
+    ("senha: cavalo correto bateria grampo", "senha: [REDACTED]"),
+    # a key's value is redacted whatever it is, but Portuguese words after it are prose
+    ("senha: a mesma de antes", "senha: [REDACTED] mesma de antes"),
     ("the password is sunshine today", "the password is [REDACTED]"),
     # a value and then prose: only the value
     ("the password is hunter2 for the vpn", "the password is [REDACTED] for the vpn"),

@@ -137,12 +137,15 @@ def _key_value_span(match: re.Match[str]) -> Span | None:
     if not match.group("key_quote") and key.endswith(":") and _PASSWORD_KEY.search(key):
         # "passphrase: correct horse battery staple" (YAML reads the whole line too;
         # after "=" a value is one word, as a shell or an env file reads it)
-        return _with_phrase(text, start, bare.end(), prose.WEAK, secret=True, quoted=False)
+        other = _OTHER_KEY.search(key) is not None  # "senha: a mesma de antes" reads Portuguese
+        kind = prose.OTHER if other else prose.WEAK
+        return _with_phrase(text, start, bare.end(), kind, secret=True, quoted=False)
     return start, bare.end()
 
 
 #: A key that names a password, whose bare value may be a phrase of plain words.
 _PASSWORD_KEY = re.compile(rf"(?i)pass(?:word|wd|phrase|code)?\b|pwd?\b|{_OTHER_PASSWORD}")
+_OTHER_KEY = re.compile(rf"(?i){_OTHER_PASSWORD}")
 
 
 # -- secrets in prose ----------------------------------------------------------------------
