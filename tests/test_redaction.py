@@ -355,6 +355,12 @@ PROSE_SECRETS = [
     ("Card 4111 1111 1111 1111, exp 12/27, cvv 123", "123"),
     ("the CVC is 998", "998"),
     ("card cvv: 4412", "4412"),
+    # what the password is for, then a colon
+    ("Password for prod: hunter2xyz", "hunter2xyz"),
+    ("password for the staging db: Winter2024!", "Winter2024!"),
+    ("wifi password for the guest network: sunflower", "sunflower"),
+    ("Password (prod): Xy7!pq99", "Xy7!pq99"),
+    ("the new wifi password (changed today): Sunny2024!", "Sunny2024!"),
 ]
 
 #: Look-alikes of the prose and command-line forms: left exactly as they are.
@@ -458,6 +464,12 @@ PROSE_LOOK_ALIKES = [
     "cvv is 3 digits",
     "cvv check failed",
     "the password is numbers.",  # not "nu" (Dutch "now") and then a value "mbers"
+    "password for db: os.environ['PW']",
+    "password for the admin panel: see the vault",
+    "password (optional): leave empty",
+    "reset the password for prod: done",
+    "password (required)",
+    "password for: everyone",
 ]
 
 #: (text, what it must become): a passphrase of plain words is redacted whole, not
@@ -475,6 +487,9 @@ PASSPHRASES = [
     ("senha: cavalo correto bateria grampo", "senha: [REDACTED]"),
     # a key's value is redacted whatever it is, but Portuguese words after it are prose
     ("senha: a mesma de antes", "senha: [REDACTED] mesma de antes"),
+    # "'s" is a verb right after the name only: the secret, not "account", goes
+    ("password for bob's account: Kk#1990", "password for bob's account: [REDACTED]"),
+    ("the password's hunter2", "the password's [REDACTED]"),
     ("the password is sunshine today", "the password is [REDACTED]"),
     # a value and then prose: only the value
     ("the password is hunter2 for the vpn", "the password is [REDACTED] for the vpn"),

@@ -304,6 +304,21 @@ DESCRIBING = frozenset(
         "weak-enough",
         "good-enough",
         "fine-now",
+        # what an instruction says after "password for …:" ("see the vault")
+        "see",
+        "ask",
+        "check",
+        "leave",
+        "done",
+        "use",
+        "enter",
+        "type",
+        "click",
+        "contact",
+        "refer",
+        "follow",
+        "pending",
+        "tbc",
     ]
 )
 
@@ -406,7 +421,7 @@ _PLACEHOLDER = re.compile(
     r"""<[^<>]*>|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|%\(?\w*\)?s|\{\{?[^{}]*\}\}?"""
     r"""|[xX]{3,}|\*{3,}|•{3,}|\.{3,}|…+|_{3,}|-{3,}|\?+""",
 )
-_CALL_OR_ATTRIBUTE = re.compile(r"[A-Za-z_][\w.]*\(|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$|\w+\[")
+_CALL_OR_ATTRIBUTE = re.compile(r"[A-Za-z_][\w.]*[(\[]|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 _PATH = re.compile(r"[/~.]|[A-Za-z]:[\\/]")
 _PIN = re.compile(r"\d{4,12}")
 _WORD_SUFFIX = re.compile(r"[a-z]+(?:ed|ing|ly)")

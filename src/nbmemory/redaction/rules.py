@@ -171,11 +171,14 @@ _PROSE_IS = (
     r"(?i)(?<![A-Za-z0-9_-])(?:"
     # the password (for the prod db) is / was / remains / 's / changed to ...
     rf"(?P<name>{_PROSE_NAME})"
-    r"(?:\s+(?:for|of|to|on|at)(?:\s+[^\s.,;:!?]+){1,3}?)?"
+    r"(?P<qual>\s+(?:for|of|to|on|at)(?:\s+[^\s.,;:!?]+){1,3}?|[ \t]*\([^()\n]{1,40}\))?"
     # "was changed to" before "was": the value after "was" would be "changed"
     r"(?P<verb>\s+(?:(?:is|was|has\s+been|got)\s+)?(?:changed|set|updated|reset)\s+to(?![\w-])"
     r"|\s+(?:is|was|are|remains|will\s+be|should\s+be)(?![\w-])"
-    r"|['’]s(?![\w-])|[ \t]*(?:-+>|→)|[ \t]+[–—-](?=[ \t]))"
+    # "'s" right after the name only ("password for bob's account: …" is no verb)
+    r"|(?(qual)(?!)|['’]s(?![\w-]))|[ \t]*(?:-+>|→)|[ \t]+[–—-](?=[ \t])"
+    # "password for prod: …", "password (staging): …"
+    r"|(?(qual)[ \t]*:(?![:=/])|(?!)))"
     r"(?:\s+(?:now|still|just|simply|actually|currently|always))?"
     r"(?:[ \t]*:)?[ \t]*"
     # set / change (my wifi) password to ...
@@ -202,7 +205,7 @@ _PROSE_OTHER_NEEDLE = r"senha|palavra.passe|contrase|passe|passwort|kennwort|wac
 _PROSE_IS_NEEDLE = (
     r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key|otp|cvv2?|cvc2?|csc)"
     r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|remains|will|should|has|got|changed|set"
-    r"|updated|reset)(?![\w-])|\s*(?:-+>|→)|[ \t]+[–—-][ \t])"
+    r"|updated|reset)(?![\w-])|\s*(?:-+>|→)|[ \t]+[–—-][ \t]|[ \t]*\()"
 )
 #: ``pw: x``, ``PIN=1234``, ``door code: 4411`` (the long names are the key-value rule's)
 _SHORT_NAME = (
