@@ -93,6 +93,11 @@ def test_question_share_is_how_much_of_a_text_asks():
     # a "?" inside a word or a URL ends no sentence
     assert question_share("See https://example.com/search?q=port for the port.") == 0.0
     assert question_share("  Really?  ") == 1.0
+    # a Windows line break ends a question as a plain one does
+    assert question_share("How was it?\r\nGreat trip.") == question_share(
+        "How was it?\nGreat trip."
+    )
+    assert question_share("How was it?\r\nGreat trip.") == 3 / 5
 
 
 @given(st.text(alphabet="ab ?.!\n", max_size=60))
