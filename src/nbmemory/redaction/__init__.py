@@ -4,7 +4,8 @@ Text is redacted *before* it is stored or embedded, so a secret pasted into a
 conversation never reaches the DuckDB file or the model.  What is found (the
 rules are in :mod:`.rules`, each a :class:`~.rule.Rule`; docs/python-api.md lists them with their look-alikes):
 
-* ``key: value`` in every notation agents write — JSON (escaped at any depth:
+* ``key: value`` in every notation agents write (:mod:`.keys`; code that only
+  names a secret, ``password = getpass()``, is not one: :mod:`.code`) — JSON (escaped at any depth:
   ``\\"password\\": \\"x\\"``), Python dicts, YAML, env files, ``export
   DB_PASSWORD=…``, headers (``Authorization``, ``X-Api-Key``), ``user:password@``
   in URLs;

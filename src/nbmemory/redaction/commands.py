@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from . import code
 from .rule import REDACTED, Rule, Span
 
 # -- command lines -------------------------------------------------------------------------
@@ -68,7 +69,10 @@ def _for_commands(*commands: str) -> Callable[[re.Match[str]], Span | None]:
             password.isdigit() and user.isdigit() or password.startswith("//")
         ):
             return None  # uid:gid (docker -u 1000:1000), or a URL
-        return _unquoted(match, group)
+        found = _unquoted(match, group)
+        if found is not None and code.is_placeholder(match.string[found[0] : found[1]]):
+            return None  # curl -u "$USER:$PASS": the shell's variables
+        return found
 
     return span
 

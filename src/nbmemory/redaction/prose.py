@@ -480,6 +480,8 @@ def looks_secret(
         return False  # <your password>, {{ secrets.DB }}: a placeholder, not the secret
     if quoted:
         return True
+    if value[0] in ")]}":
+        return False  # login(username, password)): a bracket closes the call
     lowered = value.lower()
     if value.isdigit():
         next_word = after.split(None, 1)[0].lower().rstrip(".,;:") if after.strip() else ""
@@ -506,11 +508,12 @@ NEXT_FIELD = re.compile(r"[;&][A-Za-z_][\w.-]*=")
 
 def bare_span(match: re.Match[str]) -> tuple[int, int]:
     """Where a rule's bare value (its ``bare`` group) is: without the sentence's
-    punctuation after it, and up to the next field of a connection or query string
-    ("user=bob&password=x&ssl=true": up to "&ssl=")."""
+    punctuation after it and, after ``=``, up to the next field of a connection or
+    query string ("user=bob&password=x&ssl=true": up to "&ssl=")."""
     start = match.start("bare")
     bare = match.group("bare")
-    field = NEXT_FIELD.search(bare)
+    # after "=" only: "password=x&ssl=true", but "the password is Tr0ub&dor=3"
+    field = NEXT_FIELD.search(bare) if match.string[:start].rstrip().endswith("=") else None
     return start, start + len(strip_trailing(bare[: field.start()] if field else bare))
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from . import checksums, prose
+from . import checksums, code, keys, prose
 from .commands import CLI_RULES
+from .keys import SECRET_KEY
 from .phrases import CARD_CODE as _CARD_CODE
 from .phrases import PHRASE_RULES
 from .rule import REDACTED, Rule, Span, secret_span
@@ -49,104 +50,6 @@ _PRIVATE_KEY = (
     rf"|(?:[ \t]*{_NL}[ \t]*[A-Za-z][A-Za-z0-9-]*: [^\r\n\\\"]*)*"
     rf"(?:(?:[ \t]*{_NL})+[ \t]*[A-Za-z0-9+/=]+|[ \t]+[A-Za-z0-9+/=]{{20,}})*)"
 )
-
-# -- names that say their value is secret ------------------------------------------------
-#: "Password" in the languages people also write to an agent in: Portuguese, Spanish,
-#: French, German, Dutch (Italian writes "password").  ``clave`` is left out: it is
-#: also Spanish for any key ("la clave del problema").
-_OTHER_PASSWORD = (
-    r"senha|palavra[ _-]passe|contrase(?:ñ|n)a|mot[ _-]de[ _-]passe|passwort|kennwort|wachtwoord"
-)
-#: As the last word of a key: password, db_password, "aws_secret_access_key",
-#: X-Api-Key, client_secret, auth_token, PGPASSWORD, MYSQL_PWD, SMTP_PASS ... (but
-#: not max_tokens, password_hint, token_count or passport).
-SECRET_NAME = (
-    r"(?:(?:[A-Za-z0-9]+[_.-])*"
-    r"(?:pass(?:word|wd|phrase|code)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?"
-    r"|(?:api|access|private|client|signing|encryption|account|master|app|consumer"
-    r"|shared[_-]?access)[_-]?(?:key|secret)|apikey|private[_-]?key[_-]?id"
-    r"|(?:auth|access|refresh|session|bearer|api|id|oauth)?[_-]?token)"
-    r"|(?:[A-Za-z0-9]+[_.-])+(?:pass|pwd|pw)"
-    r"|pgpassword|mysql_pwd|rediscli_auth|sshpass"
-    # the word for a password in Portuguese, Spanish, French, German and Dutch
-    rf"|{_OTHER_PASSWORD})"
-)
-SECRET_KEY = re.compile(rf"(?i){SECRET_NAME}")
-_KEY_WORDS = r"(?:api|access|private|client|signing|encryption|account|master|app|consumer|secret)"
-_SECRET_NAME_NEEDLE = (
-    rf"""(?:pass|password|passwd|passphrase|passcode|pwd|pw|pin|secret|credential|credentials|{_KEY_WORDS}[_.\s-]?key|access[_-]?key"""
-    r"""|key_id|key-id|token|auth|senha|contrase(?:ñ|n)a|passe|wort|wachtwoord)\\*["']?\s*[:=]"""
-)
-_KEY_VALUE = (
-    rf"(?i)(?<![A-Za-z0-9_]){SECRET_NAME}(?![A-Za-z0-9_])"
-    # the key's closing quote, escaped at any depth (``\"password\": \"x\"``)
-    r"""(?P<key_quote>\\*["'])?"""
-    # ``=>`` only after a space (``key => v``); ``key=>v`` is ``=`` then the value ``>v``
-    r"(?:\s+=>|\s*:=|\s*:|=|\s+=(?!>))[ \t]*"
-    r"""(?:(?P<value_quote>\\*["'])|(?=[^\s"'\\]))"""
-)
-#: How a bare value ends: at white space, a quote, an escape (``\"``, ``\n``), before
-#: the next field of a connection or query string (``;Database=``, ``&ssl=``) and,
-#: after a quoted key (JSON-like text), at ``,`` ``}`` ``]``.
-_BARE = re.compile(rf"""(?:(?!{prose.NEXT_FIELD.pattern})(?:[^\s"'\\]|\\(?![\\"'nrtu/])))+""")
-_BARE_IN_JSON = re.compile(r"""(?:[^\s"'\\,}\]]|\\(?![\\"'nrtu/]))+""")
-
-
-def closing_quote(text: str, start: int, quote: str, depth: int) -> int | None:
-    """Where a string value that starts at ``start`` ends: the position of its
-    closing quote (with the backslashes that escape it at ``depth``), or None.
-
-    At depth ``n`` (``n`` backslashes before the opening quote: 0, 1, 3, 7 ...) the
-    closing quote follows a run of backslashes whose length is ``n`` modulo
-    ``2(n+1)``: escaped quotes and backslashes inside the value have other lengths.
-    """
-    index = start
-    period = 2 * (depth + 1)
-    while index < len(text):
-        char = text[index]
-        if char == "\n":
-            return None
-        if char == "\\":
-            run = index
-            while run < len(text) and text[run] == "\\":
-                run += 1
-            if run < len(text) and text[run] == quote and (run - index) % period == depth:
-                return index
-            index = run + 1
-            continue
-        if char == quote:
-            return index
-        index += 1
-    return None
-
-
-def _key_value_span(match: re.Match[str]) -> Span | None:
-    text = match.string
-    start = match.end()
-    opening = match.group("value_quote")
-    if opening is not None:
-        end = closing_quote(text, start, opening[-1], len(opening) - 1)
-        if end is None:  # never closed: to the end of the line
-            newline = text.find("\n", start)
-            end = len(text) if newline < 0 else newline
-        return (start, end) if end > start else None
-    bare = (_BARE_IN_JSON if match.group("key_quote") else _BARE).match(text, start)
-    if bare is None:
-        return None
-    key = match.group(0).rstrip()
-    if not match.group("key_quote") and key.endswith(":") and _PASSWORD_KEY.search(key):
-        # "passphrase: correct horse battery staple" (YAML reads the whole line too;
-        # after "=" a value is one word, as a shell or an env file reads it)
-        other = _OTHER_KEY.search(key) is not None  # "senha: a mesma de antes" reads Portuguese
-        kind = prose.OTHER if other else prose.WEAK
-        return _with_phrase(text, start, bare.end(), kind, secret=True, quoted=False)
-    return start, bare.end()
-
-
-#: A key that names a password, whose bare value may be a phrase of plain words.
-_PASSWORD_KEY = re.compile(rf"(?i)pass(?:word|wd|phrase|code)?\b|pwd?\b|{_OTHER_PASSWORD}")
-_OTHER_KEY = re.compile(rf"(?i){_OTHER_PASSWORD}")
-
 
 # -- secrets in prose ----------------------------------------------------------------------
 #: "pass" alone is a password only after what it opens ("db pass: …", "root pass is
@@ -190,7 +93,7 @@ _PROSE_IS = (
 #: "a senha é …", "la contraseña es …", "le mot de passe est …", "das Passwort ist …",
 #: "het wachtwoord is …", "la password è …" (and "… agora/ahora/jetzt …", "… do wifi é …").
 _PROSE_OTHER = (
-    rf"(?i)(?<![\w-])(?P<name>{_OTHER_PASSWORD}|password)"
+    rf"(?i)(?<![\w-])(?P<name>{keys.OTHER_PASSWORD}|password)"
     r"(?:\s+(?:do|da|de|del|du|des|für|fur|van|voor|dello|della|di)(?![\w-])"
     r"(?:\s+[^\s.,;:!?]+){1,3}?)?"
     r"(?:\s+(?:agora|ahora|maintenant|jetzt|nu|ora)(?![\w-]))?"
@@ -220,6 +123,12 @@ _PROSE_COLON = (
 _PROSE_COLON_NEEDLE = r"(?:pass|pw|pwd|pin|code|number|otp|cvv2?|cvc2?|csc)[ \t]*[:=]"
 
 
+#: A docstring's type in brackets after an argument's name.
+_DOCSTRING_TYPE = re.compile(
+    r"\((?:[\w.\[\], |]*\b(?:str|bytes|bool|int|optional|Optional|None)\b)"
+)
+
+
 def _value(match: re.Match[str]) -> tuple[int, int, bool]:
     """Where a prose rule's value is (a bare one without the sentence's punctuation
     after it), and whether it was quoted."""
@@ -231,26 +140,23 @@ def _value(match: re.Match[str]) -> tuple[int, int, bool]:
 
 def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     groups = match.groupdict()
+    if groups.get("qual") and _DOCSTRING_TYPE.search(groups["qual"]):
+        return None  # "password (str, optional): The user's password."
     kind = kind or prose.name_class(groups["name"] or groups["name2"])
     # after ":", "=" or an arrow a value may be code ("pw = getpass()")
-    code = (groups["verb"] or "").strip().lstrip("-") in ("", ":", "=", ">", "→", "–", "—")
+    verb = (groups["verb"] or "").strip()
+    in_code = verb.lstrip("-") in ("", ":", "=", ">", "→", "–", "—")
     start, end, quoted = _value(match)
+    if (
+        verb in (":", "=")
+        and not quoted
+        and code.is_code(match.string, start, end, keys.VARIABLE_NAME)
+    ):
+        return None  # pwd = None, {username: str, password: str}
     value = match.string[start:end]
     after = match.string[end : end + 40]
-    secret = prose.looks_secret(value, kind, quoted=quoted, after=after, code=code)
-    return _with_phrase(match.string, start, end, kind, secret=secret, quoted=quoted)
-
-
-def _with_phrase(
-    text: str, start: int, end: int, kind: str, *, secret: bool, quoted: bool
-) -> Span | None:
-    """The value, or the passphrase it starts ("correct horse battery staple"), for a
-    password's names (:func:`prose.phrase_end`); None when neither is a secret."""
-    if not quoted and kind in (prose.WEAK, prose.OTHER) and text[start:end].isalpha():
-        longer = prose.phrase_end(text, end, first_secret=secret, kind=kind)
-        if longer is not None:
-            return start, longer
-    return (start, end) if secret else None
+    secret = prose.looks_secret(value, kind, quoted=quoted, after=after, code=in_code)
+    return keys.with_phrase(match.string, start, end, kind, secret=secret, quoted=quoted)
 
 
 def _prose_other_span(match: re.Match[str]) -> Span | None:
@@ -300,6 +206,7 @@ _FIELD_NAMES = frozenset(["password", "pass", "passwd", "pwd", "pw", "secret", "
 
 
 _PORT = re.compile(r"\d+(?:/\S*)?")
+_HOME_PATH = re.compile(r"[:\s](?:~|\.{1,2})/")
 
 
 def _pair_span(match: re.Match[str]) -> Span | None:
@@ -310,10 +217,21 @@ def _pair_span(match: re.Match[str]) -> Span | None:
         return None
     if match.group("colon") and _PORT.fullmatch(value):
         return None  # "ssh as root:22": a port
+    if _HOME_PATH.search(match.group(0)):
+        return None  # "credentials: ~/.aws/credentials": a path, not user / password
     name = match.group("name")
     kind = prose.name_class(name) if name else prose.STRONG
-    code = (match.group("verb") or "").strip() in (":", "=")
-    return (start, end) if prose.looks_secret(value, kind, quoted=quoted, code=code) else None
+    in_code = (match.group("verb") or "").strip() in (":", "=")
+    if in_code and not quoted and code.is_code(match.string, start, end, keys.VARIABLE_NAME):
+        return None  # def f(username: str, password: str)
+    return (start, end) if prose.looks_secret(value, kind, quoted=quoted, code=in_code) else None
+
+
+def _authorization_span(match: re.Match[str]) -> Span | None:
+    start, end = match.span("secret")
+    if match.string[end : end + 1] in ("(", "[") or code.is_code(match.string, start, end):
+        return None  # authorization = self._get_param("authorization")
+    return start, end
 
 
 # -- personal data (redact_pii) ------------------------------------------------------------
@@ -477,9 +395,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "authorization",
-        r"""(?i)\bauthorization\\*["']?\s*[:=]\s*\\*["']?(?:basic|bearer|token|digest)?\s*"""
+        r"""(?i)\bauthorization\\*["']?[ \t]*[:=][ \t]*\\*["']?(?:basic|bearer|token|digest)?\s*"""
         rf"(?P<secret>{_NOT_DONE}[A-Za-z0-9\-._~+/]{{8,}}=*)",
         r"""authorization\\*["']?\s*[:=]""",
+        _authorization_span,
         separated=True,
     ),
     Rule(
@@ -498,10 +417,10 @@ RULES: tuple[Rule, ...] = (
     # dicts and env files
     Rule(
         "secret_value",
-        _KEY_VALUE,
+        keys.KEY_VALUE,
         # the last word of every secret name (see SECRET_NAME), then what may follow it
-        _SECRET_NAME_NEEDLE,
-        _key_value_span,
+        keys.SECRET_NAME_NEEDLE,
+        keys.key_value_span,
         separated=True,
     ),
     Rule("secret_prose", _PROSE_IS, _PROSE_IS_NEEDLE, _prose_span),
@@ -514,7 +433,7 @@ RULES: tuple[Rule, ...] = (
     # 13-19 digits of a card number (Luhn-checked)
     Rule(
         "payment_card",
-        r"(?<![\d-])[3-6]\d{3}(?:[ -]?\d){9,15}(?![\d-])",
+        r"(?<![\d.-])[3-6]\d{3}(?:[ -]?\d){9,15}(?![\d-]|\.\d|e-)",
         # the shortest card number the pattern takes
         r"[3-6]\d{3}(?:[ -]?\d){9}",
         _checked(checksums.luhn),

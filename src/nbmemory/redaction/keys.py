@@ -1,0 +1,166 @@
+"""``key: value`` in every notation: which names say their value is a secret, and
+which part of what follows is the secret (a quoted string, a bare word, a passphrase),
+or that it is none (code such as ``password = getpass()``, a placeholder, a name).
+
+:data:`SECRET_NAME` is the pattern of such names; :data:`KEY_VALUE` the rule's regex
+and :func:`key_value_span` its span function (the rule itself is in :mod:`.rules`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import code, prose
+from .rule import Span
+
+# -- names that say their value is secret ------------------------------------------------
+#: "Password" in the languages people also write to an agent in: Portuguese, Spanish,
+#: French, German, Dutch (Italian writes "password").  ``clave`` is left out: it is
+#: also Spanish for any key ("la clave del problema").
+OTHER_PASSWORD = (
+    r"senha|palavra[ _-]passe|contrase(?:ñ|n)a|mot[ _-]de[ _-]passe|passwort|kennwort|wachtwoord"
+)
+#: As the last word of a key: password, db_password, "aws_secret_access_key",
+#: X-Api-Key, client_secret, auth_token, PGPASSWORD, MYSQL_PWD, SMTP_PASS ... (but
+#: not max_tokens, password_hint, token_count or passport).
+SECRET_NAME = (
+    r"(?:(?:[A-Za-z0-9]+[_.-])*"
+    r"(?:pass(?:word|wd|phrase|code)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?"
+    r"|(?:api|access|private|client|signing|encryption|account|master|app|consumer"
+    r"|shared[_-]?access)[_-]?(?:key|secret)|apikey|private[_-]?key[_-]?id"
+    r"|(?:auth|access|refresh|session|bearer|api|id|oauth)?[_-]?token)"
+    r"|(?:[A-Za-z0-9]+[_.-])+(?:pass|pwd|pw)"
+    r"|pgpassword|mysql_pwd|rediscli_auth|sshpass"
+    # the word for a password in Portuguese, Spanish, French, German and Dutch
+    rf"|{OTHER_PASSWORD})"
+)
+SECRET_KEY = re.compile(rf"(?i){SECRET_NAME}")
+#: A variable whose name says it holds a secret (``hashed_password``, ``authToken``).
+VARIABLE_NAME = re.compile(rf"(?i)(?:[a-z0-9_]*[_a-z])?{SECRET_NAME}")
+_KEY_WORDS = r"(?:api|access|private|client|signing|encryption|account|master|app|consumer|secret)"
+SECRET_NAME_NEEDLE = (
+    rf"""(?:pass|password|passwd|passphrase|passcode|pwd|pw|pin|secret|credential|credentials|{_KEY_WORDS}[_.\s-]?key|access[_-]?key"""
+    r"""|key_id|key-id|token|auth|senha|contrase(?:ñ|n)a|passe|wort|wachtwoord)\\*["']?\s*[:=]"""
+)
+KEY_VALUE = (
+    rf"(?i)(?<![A-Za-z0-9_])(?P<key>{SECRET_NAME})(?![A-Za-z0-9_])"
+    # the key's closing quote, escaped at any depth (``\"password\": \"x\"``)
+    r"""(?P<key_quote>\\*["'])?"""
+    # ``=>`` only after a space (``key => v``); ``key=>v`` is ``=`` then the value ``>v``
+    # (``password == "x"`` compares with a literal: that literal is the secret too)
+    r"(?:[ \t]+=>|[ \t]*:=|(?P<compare>[ \t]*[!=]==?)|[ \t]*:|=|[ \t]+=(?!>))[ \t]*"
+    # a string's prefix (``b"…"``, ``f"…"``, ``r'…'``) before its quote
+    r"""(?:[bBrRuUfF]{1,2}(?=\\*["']))?"""
+    r"""(?:(?P<value_quote>\\*["'])|(?=[^\s"'\\]))"""
+)
+#: How a bare value ends: at white space, a quote, an escape (``\"``, ``\n``), before
+#: the next field of a connection or query string (``;Database=``, ``&ssl=``) and,
+#: after a quoted key (JSON-like text), at ``,`` ``}`` ``]``.
+_BARE = re.compile(r"""(?:[^\s"'\\]|\\(?![\\"'nrtu/]))+""")
+#: After ``=``, a bare value also ends where the next field of a connection or query
+#: string starts (``password=x&ssl=true``); after ``:`` "Tr0ub&dor=3" is one password.
+_BARE_FIELD = re.compile(rf"""(?:(?!{prose.NEXT_FIELD.pattern})(?:[^\s"'\\]|\\(?![\\"'nrtu/])))+""")
+_BARE_IN_JSON = re.compile(r"""(?:[^\s"'\\,}\]]|\\(?![\\"'nrtu/]))+""")
+
+
+def closing_quote(text: str, start: int, quote: str, depth: int) -> int | None:
+    """Where a string value that starts at ``start`` ends: the position of its
+    closing quote (with the backslashes that escape it at ``depth``), or None.
+
+    At depth ``n`` (``n`` backslashes before the opening quote: 0, 1, 3, 7 ...) the
+    closing quote follows a run of backslashes whose length is ``n`` modulo
+    ``2(n+1)``: escaped quotes and backslashes inside the value have other lengths.
+    """
+    index = start
+    period = 2 * (depth + 1)
+    while index < len(text):
+        char = text[index]
+        if char == "\n":
+            return None
+        if char == "\\":
+            run = index
+            while run < len(text) and text[run] == "\\":
+                run += 1
+            if run < len(text) and text[run] == quote and (run - index) % period == depth:
+                return index
+            index = run + 1
+            continue
+        if char == quote:
+            return index
+        index += 1
+    return None
+
+
+def key_value_span(match: re.Match[str]) -> Span | None:
+    text = match.string
+    start = match.end()
+    opening = match.group("value_quote")
+    if opening is not None:
+        end = closing_quote(text, start, opening[-1], len(opening) - 1)
+        if end is None:  # never closed: to the end of the line
+            newline = text.find("\n", start)
+            end = len(text) if newline < 0 else newline
+        value = text[start:end]
+        if (
+            end <= start
+            or code.is_placeholder(value)
+            or code.names_key(value, match.group("key"), VARIABLE_NAME)
+        ):
+            return None  # "{{ vault_db_password }}", "${DB_PASSWORD}", LAST_TOKEN = "LAST_TOKEN"
+        if not match.group("key_quote") and value[0] in ")],;+ \t":
+            return None  # getpass("Password: "): the quote closes the prompt's string
+        if match.group("compare") and not prose.looks_secret(value, prose.STRONG, quoted=False):
+            return None  # token == "async": a lexer, not a password
+        return start, end
+    if match.group("key_quote"):
+        bare = _BARE_IN_JSON.match(text, start)
+    else:
+        bare = (_BARE_FIELD if match.group(0).rstrip().endswith("=") else _BARE).match(text, start)
+    if bare is None:
+        return None
+    key = match.group(0).rstrip()
+    colon = not match.group("key_quote") and key.endswith(":")
+    if code.is_code(
+        text,
+        start,
+        bare.end(),
+        VARIABLE_NAME,
+        key=match.group("key"),
+        annotation=colon,
+        # self.token = token, this.password = value (not spring.datasource.password=x)
+        attribute=text[max(0, match.start() - 1) : match.start()] == "."
+        or match.group("key").startswith(("self.", "this.", "cls.")),
+        argument=_ARGUMENT_BEFORE.search(text, max(0, match.start() - 3), match.start())
+        is not None,
+    ):
+        return None  # password = getpass(), token: str, login(password=password)
+    if colon and _PASSWORD_KEY.search(key):
+        # "passphrase: correct horse battery staple" (YAML reads the whole line too;
+        # after "=" a value is one word, as a shell or an env file reads it)
+        other = _OTHER_KEY.search(key) is not None  # "senha: a mesma de antes" reads Portuguese
+        kind = prose.OTHER if other else prose.WEAK
+        first = text[start : bare.end()]
+        secret = prose.looks_secret(first, kind, quoted=False, code=True)
+        return with_phrase(text, start, bare.end(), kind, secret=secret, quoted=False)
+    if colon and not prose.looks_secret(text[start : bare.end()], prose.WEAK, quoted=False):
+        return None  # ":param token: The token to use", "token: see above"
+    return start, bare.end()
+
+
+#: A keyword argument's start: ``f(token=token)``, ``g(a, password=password``.
+_ARGUMENT_BEFORE = re.compile(r"[(,][ \t]*\Z")
+#: A key that names a password, whose bare value may be a phrase of plain words.
+_PASSWORD_KEY = re.compile(rf"(?i)pass(?:word|wd|phrase|code)?\b|pwd?\b|{OTHER_PASSWORD}")
+_OTHER_KEY = re.compile(rf"(?i){OTHER_PASSWORD}")
+
+
+def with_phrase(
+    text: str, start: int, end: int, kind: str, *, secret: bool, quoted: bool
+) -> Span | None:
+    """The value, or the passphrase it starts ("correct horse battery staple"), for a
+    password's names (:func:`prose.phrase_end`); None when neither is a secret."""
+    if not quoted and kind in (prose.WEAK, prose.OTHER) and text[start:end].isalpha():
+        longer = prose.phrase_end(text, end, first_secret=secret, kind=kind)
+        if longer is not None:
+            return start, longer
+    return (start, end) if secret else None
