@@ -172,6 +172,13 @@ FORMS: dict[str, Callable[[int], tuple[str, str]]] = {
         f"Authorization: Bearer {_letters(n, 24)}0123",
         f"{_letters(n, 24)}0123",
     ),
+    # forms a probe of typed secrets found missed (2026-12-07)
+    "sudo -S": lambda n: (f"echo 'Sud0!{n}x' | sudo -S apt update", f"Sud0!{n}x"),
+    "xml": lambda n: (f"<password>Xml{n}Pwd!</password>", f"Xml{n}Pwd!"),
+    "camelCase": lambda n: (f"const dbPassword = 'Js{n}Pwd#';", f"Js{n}Pwd#"),
+    "sql": lambda n: (f"ALTER USER app WITH PASSWORD 'Sql{n}Pwd!';", f"Sql{n}Pwd!"),
+    "set by name": lambda n: (f"os.environ['DB_PASSWORD'] = 'Env{n}Pwd!'", f"Env{n}Pwd!"),
+    "bytes literal": lambda n: (f'password = b"Byt{n}Pwd!"', f"Byt{n}Pwd!"),
 }
 
 #: Texts that look like secrets and are not: stored exactly as given.
@@ -188,6 +195,9 @@ LOOK_ALIKES = [
     "ps -p 1234",
     "python -m pytest",
     "passport number",
+    "password = getpass()",
+    "def login(username: str, password: str) -> bool:",
+    'api_key = os.environ["API_KEY"]',
 ]
 
 

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+import redaction_forms
 from fakes import SpyEmbedder
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
@@ -572,14 +573,16 @@ OTHER_LANGUAGE_LOOK_ALIKES = [
 ]
 
 
-@pytest.mark.parametrize("text, secret", PROSE_SECRETS)
+@pytest.mark.parametrize("text, secret", PROSE_SECRETS + redaction_forms.SECRETS)
 def test_prose_and_command_line_secrets_are_caught(text: str, secret: str) -> None:
     result = redact(text)
     assert secret not in result.text and result.count >= 1, result.text
     assert redact(result.text).count == 0
 
 
-@pytest.mark.parametrize("text", PROSE_LOOK_ALIKES + OTHER_LANGUAGE_LOOK_ALIKES)
+@pytest.mark.parametrize(
+    "text", PROSE_LOOK_ALIKES + OTHER_LANGUAGE_LOOK_ALIKES + redaction_forms.LOOK_ALIKES
+)
 def test_prose_and_command_line_look_alikes_are_left_alone(text: str) -> None:
     result = redact(text)
     assert result.text == text and result.count == 0, result.text
@@ -972,3 +975,7 @@ def test_add_events_redacts_the_few_texts_of_a_batch_that_hold_a_secret(store_pa
         assert sum(REDACTED in c for c in contents) == 2
     finally:
         mem.close()
+
+
+def test_chpasswd_keeps_the_user_name() -> None:
+    assert redact('echo "bob:Chp4ss!" | chpasswd').text == 'echo "bob:[REDACTED]" | chpasswd'

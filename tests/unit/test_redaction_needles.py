@@ -6,6 +6,7 @@ never skip a secret and change no answer.  The secrets and look-alikes are those
 from __future__ import annotations
 
 import pytest
+import redaction_forms
 from hypothesis import given
 from hypothesis import strategies as st
 from test_redaction import LOOK_ALIKES, PROSE_SECRETS, SECRET_FORMS, SECRETS, TOKENS
@@ -32,6 +33,7 @@ _EVERY_SECRET = (
     + [text for text, _ in SECRETS.values()]
     + [text for text, _ in PROSE_SECRETS]
     + [f"use {token} here" for _, token, _ in TOKENS]
+    + [text for text, _ in redaction_forms.SECRETS]
 )
 
 

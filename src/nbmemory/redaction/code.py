@@ -81,9 +81,9 @@ _KEYWORDS = frozenset(
 #: A call or an index (``getpass()``, ``os.environ[``, ``Optional[str]``,
 #: ``self._get_param(``), after any chain of attributes.
 _CALL = re.compile(r"[A-Za-z_](?:[\w.]|::)*[(\[]")
-#: One part of an attribute chain as programs name things: snake_case, UPPER_CASE
-#: or camelCase words (a password such as ``Xk9.Pq2z`` is none of these).
-_PART = r"(?:_*[a-z][a-z0-9_]*(?:[A-Z][a-z0-9_]*)*|_*[A-Z][A-Z0-9_]*)"
+#: One part of an attribute chain as programs name things: snake_case, UPPER_CASE,
+#: camelCase or PascalCase words (a password such as ``Xk9.Pq2z`` is none of these).
+_PART = r"(?:_*[a-z][a-z0-9_]*(?:[A-Z][a-z0-9_]*)*|_*[A-Z][A-Z0-9_]*|(?:[A-Z][a-z0-9]+)+)"
 _ATTRIBUTE = re.compile(rf"{_PART}(?:\.{_PART})+")
 #: A template's or a shell's placeholder: ``${DB_PASS}``, ``$DB_PASS``, ``{{ x }}``,
 #: ``${{ secrets.X }}``, ``<your-password>``, ``%s``, ``{token}``, ``****``.
@@ -140,13 +140,13 @@ _AFTER_VARIABLE = re.compile(r"[ \t]*[,)}\];:]")
 #: A file's path: ``/run/secrets/db``, ``~/.aws/credentials``, ``./keys/app.pem``.
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.-]+/")
 #: A value up to the punctuation that ends it in code.
-_HEAD = re.compile(r"[^,;:)\]}]*")
+_HEAD = re.compile(r"[^,;:)\]}=|]*")
 #: An environment variable's name: UPPER_CASE with an underscore.
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 #: A type's name: PascalCase or UPPER_CASE, maybe private (``TokenOpt``, ``_FORMAT_TYPE``).
-_TYPE_NAME = re.compile(r"_*[A-Z][A-Za-z0-9_]*")
+_TYPE_NAME = re.compile(r"_*(?:[A-Z][a-z0-9]+)+[A-Z]?|_*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 #: What follows a type in an annotation: a default, a union, an argument's end.
-_AFTER_TYPE = re.compile(r"[ \t]*(?:=(?!=)|\||[,)\]])")
+_AFTER_TYPE = re.compile(r"[ \t]*(?:=[ \t]*[^\s=]|\||[,)\]])")
 
 
 def is_placeholder(value: str) -> bool:
@@ -208,10 +208,14 @@ def is_code(
             or any("_" in part or part.isupper() or not part.islower() for part in parts)
             or value != raw
         )
+    if value.isdigit() and len(value) <= 3:
+        return True  # ProcessAccessToken = 9: a constant (a PIN has 4 digits or more)
     if not _IDENTIFIER.fullmatch(value):
         return False
-    if attribute:
-        return True  # self.token = token, self._password = raw
+    if len(value) <= 2 or attribute:
+        return True  # t.lastToken=r (minified), self.token = token
+    if argument and ("_" in value or not value.islower() and not value.isupper()):
+        return True  # f(nextToken=token_for_next_page): a variable
     if argument and value == key:
         return True  # f(a, token=token): the variable of the argument's name
     if annotation and _TYPE_NAME.fullmatch(value) and _AFTER_TYPE.match(text, start + len(value)):

@@ -62,6 +62,9 @@ def _for_commands(*commands: str) -> Callable[[re.Match[str]], Span | None]:
     def span(match: re.Match[str]) -> Span | None:
         if not command_words(match.string, match.start()) & wanted:
             return None
+        before = match.string[match.start() - 1 : match.start()]
+        if before in ("'", '"') and match.group(0).endswith(before, 0, 3):
+            return None  # ["sshpass", "-p", "…"]: the quote closes the flag's string
         groups = match.groupdict()
         group = "secret_q" if groups.get("secret_q") is not None else "secret"
         user, password = groups.get("user_q") or groups.get("user"), match.group(group)
@@ -75,6 +78,30 @@ def _for_commands(*commands: str) -> Callable[[re.Match[str]], Span | None]:
         return found
 
     return span
+
+
+def _flag_for(commands: dict[str, tuple[str, ...]]) -> Callable[[re.Match[str]], Span | None]:
+    """A span function: the value of a flag that is a password only for some commands
+    (``-N`` is ssh-keygen's new passphrase, ``-k`` openssl's password)."""
+    spans = {flag: _for_commands(*names) for flag, names in commands.items()}
+
+    def span(match: re.Match[str]) -> Span | None:
+        flag = match.group(0).split(None, 1)[0]
+        return spans[flag](match) if flag in spans else None
+
+    return span
+
+
+def _piped(match: re.Match[str]) -> Span | None:
+    """What ``echo`` pipes into a command that reads a password from its input,
+    unless it is a variable (``echo "$PASS" | sudo -S``) or a format (``printf '%s'``)."""
+    found = _unquoted(match)
+    if found is None or code.is_placeholder(match.string[found[0] : found[1]]):
+        return None
+    colon = match.string.find(":", *found)
+    if colon >= 0 and "chpasswd" in match.string[match.end() : match.end() + 80]:
+        return colon + 1, found[1]  # echo "bob:pass" | chpasswd: the user stays
+    return found
 
 
 def _long_flag_span(match: re.Match[str]) -> Span | None:
@@ -146,10 +173,49 @@ CLI_RULES: tuple[Rule, ...] = (
     ),
     Rule(  # --password=X, --db-password X, --api-key X, --token=X (any command)
         "command_password",
-        r"(?<![\w-])--(?!no-)[\w-]*?(?:password|passwd|pass|secret|token|api-?key|auth-?key)"
+        r"(?<![\w-])--(?!no-)[\w-]*?(?:password|passwd|passphrase|pass|secret|token|api-?key|auth-?key)"
         rf"(?![\w-])(?P<sep>=|\s+)(?P<secret>(?![-<>|&]){_CLI_VALUE})",
         r"--[\w-]*?(?:pass|secret|token|key)",
         _long_flag_span,
+    ),
+    Rule(  # pscp/plink -pw PASS, x11vnc -passwd PASS
+        "command_password",
+        rf"(?<![\w-])-(?:pw|passwd)\s+(?P<secret>{_CLI_VALUE})",
+        ("-pw", "-passwd"),
+        _flag_for({"-pw": ("pscp", "plink", "psftp", "putty"), "-passwd": ("x11vnc",)}),
+    ),
+    Rule(  # ssh-keygen -N 'NEW' -P 'OLD', openssl enc -k 'PASS' (quoted: "-n prod" is a
+        # namespace to kubectl, and a quote keeps this rule off such texts)
+        "command_password",
+        r"""(?<![\w-])-(?:N|P|k)\s+(?P<secret>'[^'\n]*'|"[^"\n]*")""",
+        r"""-[npk]\s+['"]""",
+        _flag_for({"-N": ("ssh-keygen",), "-P": ("ssh-keygen",), "-k": ("openssl",)}),
+    ),
+    Rule(  # keytool -storepass X -keypass X (not -storepass:env VAR), jarsigner too
+        "command_password",
+        rf"(?<![\w-])-(?:src|dest|new)?(?:store|key)pass\s+(?P<secret>{_CLI_VALUE})",
+        r"(?:store|key)pass\s",
+        _for_commands("keytool", "jarsigner", "keytool.exe"),
+    ),
+    Rule(  # gh secret set NAME --body X
+        "command_password",
+        rf"(?<![\w-])(?:--body|-b)[ =](?P<secret>{_CLI_VALUE})",
+        r"-(?:-body|b)[ =]",
+        _for_commands("secret"),
+    ),
+    Rule(  # net use Z: \\server\share /user:DOMAIN\user PASS
+        "command_password",
+        rf"(?i)(?<![\w-])/user:\S+\s+(?P<secret>(?!/){_CLI_VALUE})",
+        r"/user:",
+        _for_commands("net", "net.exe"),
+    ),
+    Rule(  # echo PASS | sudo -S, | passwd --stdin, | chpasswd, | docker login --password-stdin
+        "command_password",
+        rf"(?<![\w-])(?:echo|printf)(?:\s+-[neE]+)?\s+(?P<secret>{_CLI_VALUE})\s*\|\s*"
+        r"(?=[^\n|;]*?(?:\bsudo\b[^\n|;]*?\s-S\b|--password-stdin|\bpasswd\b[^\n|;]*?--stdin"
+        r"|\bchpasswd\b|\bkinit\b))",
+        ("echo", "printf"),
+        _piped,
     ),
     Rule(  # openssl ... -passin pass:X
         "command_password",

@@ -21,14 +21,19 @@ OTHER_PASSWORD = (
     r"senha|palavra[ _-]passe|contrase(?:ñ|n)a|mot[ _-]de[ _-]passe|passwort|kennwort|wachtwoord"
 )
 #: As the last word of a key: password, db_password, "aws_secret_access_key",
-#: X-Api-Key, client_secret, auth_token, PGPASSWORD, MYSQL_PWD, SMTP_PASS ... (but
-#: not max_tokens, password_hint, token_count or passport).
+#: X-Api-Key, client_secret, auth_token, PGPASSWORD, MYSQL_PWD, SMTP_PASS, dbPassword,
+#: apiKey ... (but not max_tokens, maxTokens, password_hint, token_count or passport).
 SECRET_NAME = (
     r"(?:(?:[A-Za-z0-9]+[_.-])*"
     r"(?:pass(?:word|wd|phrase|code)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?"
     r"|(?:api|access|private|client|signing|encryption|account|master|app|consumer"
     r"|shared[_-]?access)[_-]?(?:key|secret)|apikey|private[_-]?key[_-]?id"
-    r"|(?:auth|access|refresh|session|bearer|api|id|oauth)?[_-]?token)"
+    r"|(?:auth|access|refresh|session|bearer|api|id|oauth)?[_-]?token"
+    # camelCase, as JavaScript, Java, .NET and JSON name it: dbPassword, DbPassword,
+    # keyStorePassword, clientSecret, authToken, apiKey, secretAccessKey
+    r"|(?-i:[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]*)*?(?:Pass(?:word|wd|phrase|code)|Secret|Token"
+    r"|Credentials?|(?:Api|Access|Private|Client|Signing|Encryption|Account|Master|Secret)Key)"
+    r"|(?:api|access|private|secret|client|signing|encryption|master)Key(?:Id)?))"
     r"|(?:[A-Za-z0-9]+[_.-])+(?:pass|pwd|pw)"
     r"|pgpassword|mysql_pwd|rediscli_auth|sshpass"
     # the word for a password in Portuguese, Spanish, French, German and Dutch
@@ -164,3 +169,45 @@ def with_phrase(
         if longer is not None:
             return start, longer
     return (start, end) if secret else None
+
+
+# -- the same names in markup, calls and SQL ---------------------------------------------------
+#: ``<password>x</password>`` (Maven's settings.xml, Spring, .NET, plists' keys aside)
+#: and ``<add key="DbPassword" value="x"/>``, ``<property name="token" value="x"/>``.
+MARKUP = (
+    rf"(?i)<(?P<tag>{SECRET_NAME})(?:\s[^<>]*)?>(?P<secret>[^<>\n]{{1,500}})</(?P=tag)>"
+    rf"""|(?:key|name)\s*=\s*["'](?:{SECRET_NAME})["']\s+value\s*=\s*"""
+    r"""(?P<q>["'])(?P<secret_attr>[^"'\n]{1,500})(?P=q)"""
+)
+#: (an element's match holds its end tag, an attribute's match its "value")
+MARKUP_NEEDLE = ("</", "value")
+#: A secret set by name in code: ``os.environ["DB_PASSWORD"] = "x"``,
+#: ``keyring.set_password("svc", "bob", "x")`` aside (the name is not the secret's),
+#: ``app.config['SECRET_KEY'] = 'x'``, ``os.environ.setdefault("API_KEY", "x")``,
+#: PHP's ``define('DB_PASSWORD', 'x')``.
+ARGUMENT = (
+    rf"""(?i)(?:\[\s*(?P<open>\\*["'])(?:{SECRET_NAME})(?P=open)\s*\]\s*=(?!=)"""
+    r"|\b(?:setdefault|define|putenv|setenv|setItem|set)\(\s*"
+    rf"""(?P<open2>\\*["'])(?:{SECRET_NAME})(?P=open2)\s*,)\s*"""
+    r"""(?P<q>\\*["'])(?P<secret>[^"'\\\n]{1,500})(?P=q)"""
+)
+ARGUMENT_NEEDLE = r"""(?:pass\w*|secret|token|key|credentials?)\\*["']\s*(?:\]\s*=|,)\s*\\*["']"""
+#: SQL that sets a password: ``CREATE USER app WITH PASSWORD 'x'``, ``ALTER ROLE r
+#: PASSWORD 'x'``, MySQL's ``IDENTIFIED BY 'x'``, ``SET PASSWORD = 'x'``,
+#: ``mysqladmin password 'x'``.
+SQL = (
+    r"""(?i)(?:\bwith\s+(?:encrypted\s+)?password|\blogin\s+password"""
+    r"""|\b(?:user|role)\b[^;\n]{0,80}?\bidentified\s+by"""
+    r"""|\bset\s+password(?:\s+for\s+\S+)?\s*=|\brole\s+\S+\s+password|\bmysqladmin\b[^\n|;]*?"""
+    r"""\spassword)\s+(?:\\*(?P<q>["']))(?P<secret>[^"'\\\n]{1,200})(?P=q)"""
+)
+SQL_NEEDLE = r"password\s+\\*['\"]|identified\s+by|password\s*=\s*['\"]"
+
+
+def markup_span(match: re.Match[str]) -> Span | None:
+    """The element's text or the attribute's value, unless a placeholder
+    (``<password>${DB_PASSWORD}</password>``)."""
+    group = "secret" if match.group("secret") is not None else "secret_attr"
+    start, end = match.span(group)
+    value = match.string[start:end].strip()
+    return None if not value or code.is_placeholder(value) else (start, end)

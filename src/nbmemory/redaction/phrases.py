@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from . import prose
+from . import code, prose
 from .rule import Rule, Span
 
 #: A card's security code ("cvv: 123", "the CVC is 4412"): digits, as a door code.
@@ -27,13 +27,14 @@ CARD_CODE = r"cvv2?|cvc2?|csc"
 #: "seed phrase", "secret recovery phrase", "recovery words", "mnemonic", "wallet seed".
 _SEED_NAME = (
     r"(?:(?:secret|wallet)[ _-])?(?:seed|recovery|backup|mnemonic|wallet)[ _-]?(?:phrase|words|seed)"
-    r"|mnemonic"
+    r"|mnemonic|(?:12|24|twelve|twenty[ -]four)[ -](?:secret[ -])?words"
 )
 #: Between two words of a phrase: spaces, a comma, or one line break.
 _GAP = r"(?:[ \t]*,[ \t]*(?:\r?\n[ \t]*)?|[ \t]+|[ \t]*\r?\n[ \t]*)"
 _SEED = (
     rf"(?i)(?<![\w-])(?:{_SEED_NAME})(?![\w-])"
-    r"(?:\s+(?:is|was|are|were)(?![\w-])|[ \t]*[:=]|[ \t]*(?:-+>|→))[ \t]*(?:\r?\n[ \t]*)?"
+    r"(?:\s+(?:is|was|are|were)(?![\w-])(?:[ \t]*:)?|[ \t]*[:=]|[ \t]*(?:-+>|→))[ \t]*"
+    r"""(?:\r?\n[ \t]*)?["']?"""
     rf"(?P<secret>[A-Za-z]{{3,10}}(?:{_GAP}[A-Za-z]{{3,10}}){{11,24}})(?![\w-])"
 )
 
@@ -79,6 +80,46 @@ def _prose_bare_span(match: re.Match[str]) -> Span | None:
     return start, end
 
 
+#: "with password 'Adm1nLog!n'": a quoted value right after a password's name, when it
+#: looks like a credential ("the password 'required' field" stays).
+_PROSE_QUOTED = (
+    r"(?i)(?<![\w-])(?P<name>pass(?:word|wd|phrase|code)|pw)[ \t]+"
+    r"""(?P<q>["'`])(?P<secret>[^"'`\n]{6,200})(?P=q)"""
+)
+
+
+def _prose_quoted_span(match: re.Match[str]) -> Span | None:
+    start, end = match.span("secret")
+    value = match.string[start:end]
+    if " " in value or not prose.looks_secret(value, prose.STRONG, quoted=False, code=True):
+        return None
+    return start, end
+
+
+#: "my api key: 4e5f…", "API Key: …", "Secret Access Key: …", "bot token: …": a
+#: secret's name of two or three words, a colon, and a value that looks like a
+#: credential ("api key: see the docs" stays).
+_SPACED_NAME = (
+    r"(?i)(?<![\w-])(?P<name>(?:api|access|secret|auth|bot|bearer|session|refresh|private"
+    r"|client|app|personal[ ]access|secret[ ]access)[ ](?:key|token|secret|password))"
+    r"(?:[ ]id)?(?P<verb>[ \t]*:)[ \t]*"
+    r"""(?:(?P<open>["'`])(?P<quoted>[^"'`\n]{1,200})["'`]|(?P<bare>[^\s"'`]{1,200}))"""
+)
+
+
+def _spaced_name_span(match: re.Match[str]) -> Span | None:
+    if match.group("quoted") is not None:
+        start, end = match.span("quoted")
+    else:
+        start, end = prose.bare_span(match)
+        if code.is_code(match.string, start, end):
+            return None  # f"access token: {error}"
+    value = match.string[start:end]
+    return (
+        (start, end) if prose.looks_secret(value, prose.STRONG, quoted=False, code=True) else None
+    )
+
+
 PHRASE_RULES: tuple[Rule, ...] = (
     Rule("seed_phrase", _SEED, ("phrase", "words", "seed", "mnemonic")),
     Rule(
@@ -92,5 +133,15 @@ PHRASE_RULES: tuple[Rule, ...] = (
         _PROSE_BARE,
         r"(?:pass(?:word|wd|code)|pw|cvv2?|cvc2?|csc)[ \t]",
         _prose_bare_span,
+    ),
+    Rule(
+        "secret_prose", _PROSE_QUOTED, r"(?:word|wd|phrase|code|pw)[ \t]+[\"'`]", _prose_quoted_span
+    ),
+    Rule(
+        "secret_prose",
+        _SPACED_NAME,
+        r"(?:key|token|secret|password)(?: id)?[ \t]*:",
+        _spaced_name_span,
+        separated=True,
     ),
 )

@@ -74,7 +74,9 @@ _PROSE_IS = (
     r"(?i)(?<![A-Za-z0-9_-])(?:"
     # the password (for the prod db) is / was / remains / 's / changed to ...
     rf"(?P<name>{_PROSE_NAME})"
-    r"(?P<qual>\s+(?:for|of|to|on|at)(?:\s+[^\s.,;:!?]+){1,3}?|[ \t]*\([^()\n]{1,40}\))?"
+    # (a word of the qualifier may hold dots inside: "for jdoe@corp.com")
+    r"(?P<qual>\s+(?:for|of|to|on|at|as)(?:\s+[^\s.,;:!?](?:[^\s,;:!?]*[^\s.,;:!?])?){1,3}?"
+    r"|[ \t]*\([^()\n]{1,40}\))?"
     # "was changed to" before "was": the value after "was" would be "changed"
     r"(?P<verb>\s+(?:(?:is|was|has\s+been|got)\s+)?(?:changed|set|updated|reset)\s+to(?![\w-])"
     r"|\s+(?:is|was|are|remains|will\s+be|should\s+be)(?![\w-])"
@@ -107,7 +109,7 @@ _PROSE_OTHER = (
 _PROSE_OTHER_NEEDLE = r"senha|palavra.passe|contrase|passe|passwort|kennwort|wachtwoord|password\s"
 _PROSE_IS_NEEDLE = (
     r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key|otp|cvv2?|cvc2?|csc)"
-    r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|remains|will|should|has|got|changed|set"
+    r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|as|remains|will|should|has|got|changed|set"
     r"|updated|reset)(?![\w-])|\s*(?:-+>|→)|[ \t]+[–—-][ \t]|[ \t]*\()"
 )
 #: ``pw: x``, ``PIN=1234``, ``door code: 4411`` (the long names are the key-value rule's)
@@ -138,6 +140,11 @@ def _value(match: re.Match[str]) -> tuple[int, int, bool]:
     return *prose.bare_span(match), False
 
 
+#: After a value that describes the password, the rest of its clause, a colon and the
+#: value it describes ("is the same as prod: x", "is the usual one: x").
+_TOLD_AFTER = re.compile(r"[^.!?\n:;]{0,50}:[ \t]*(?P<value>[^\s\"'`]{6,200})")
+
+
 def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     groups = match.groupdict()
     if groups.get("qual") and _DOCSTRING_TYPE.search(groups["qual"]):
@@ -150,12 +157,26 @@ def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     if (
         verb in (":", "=")
         and not quoted
+        and kind not in (prose.PIN, prose.CODE)  # "cvv: 123", "pin=4821" are digits
         and code.is_code(match.string, start, end, keys.VARIABLE_NAME)
     ):
         return None  # pwd = None, {username: str, password: str}
     value = match.string[start:end]
     after = match.string[end : end + 40]
     secret = prose.looks_secret(value, kind, quoted=quoted, after=after, code=in_code)
+    if not secret and not quoted and kind in (prose.WEAK, prose.PWD):
+        # "the staging password is the same as prod: Gr33nT3a#88"
+        told = _TOLD_AFTER.match(match.string, end)
+        if told is not None:
+            found = (
+                told.start("value"),
+                told.start("value") + len(prose.strip_trailing(told.group("value"))),
+            )
+            told_value = match.string[found[0] : found[1]]
+            if "/" not in told_value and prose.looks_secret(
+                told_value, prose.STRONG, quoted=False, code=True
+            ):
+                return found
     return keys.with_phrase(match.string, start, end, kind, secret=secret, quoted=quoted)
 
 
@@ -423,6 +444,9 @@ RULES: tuple[Rule, ...] = (
         keys.key_value_span,
         separated=True,
     ),
+    Rule("secret_value", keys.MARKUP, keys.MARKUP_NEEDLE, keys.markup_span),
+    Rule("secret_value", keys.ARGUMENT, keys.ARGUMENT_NEEDLE, keys.markup_span),
+    Rule("secret_value", keys.SQL, keys.SQL_NEEDLE, keys.markup_span),
     Rule("secret_prose", _PROSE_IS, _PROSE_IS_NEEDLE, _prose_span),
     Rule("secret_prose", _PROSE_COLON, _PROSE_COLON_NEEDLE, _prose_span, separated=True),
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),

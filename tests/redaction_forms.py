@@ -1,0 +1,108 @@
+"""Secrets in the forms a probe of 248 typed secrets found missed (2026-12-07), and
+the look-alikes beside each form that stay as written; ``tests/test_redaction.py``
+checks them with the prose and command-line forms."""
+
+from __future__ import annotations
+
+#: (text, secret): each was stored as given before.
+SECRETS = [
+    # markup
+    (
+        "<server><id>nexus</id><username>deploy</username><password>M4venPwd!</password></server>",
+        "M4venPwd!",
+    ),
+    ('<appSettings><add key="DbPassword" value="XmlAttrPwd1"/></appSettings>', "XmlAttrPwd1"),
+    ('<property name="token" value="abc123def"/>', "abc123def"),
+    # set by name in code
+    ('os.environ["OPENAI_API_KEY"] = "c0ffee1234deadbeef5678"', "c0ffee1234deadbeef5678"),
+    ("app.config['SECRET_KEY'] = 'FlaskS3cretKey!'", "FlaskS3cretKey!"),
+    ('os.environ.setdefault("DB_PASSWORD", "EnvDefPwd1")', "EnvDefPwd1"),
+    ("define('DB_PASSWORD', 'WpDbPwd!9');", "WpDbPwd!9"),
+    ("localStorage.setItem('token', 'jwt_abc123');", "jwt_abc123"),
+    # camelCase keys
+    ("const dbPassword = 'JsDbPwd!1';", "JsDbPwd!1"),
+    ("{ adminPassword: 'AdmCamel#2', port: 5432 }", "AdmCamel#2"),
+    ('{"userName": "svc", "userPassword": "JsonCamel9"}', "JsonCamel9"),
+    ("java -Djavax.net.ssl.keyStorePassword=JksPwd!3 -jar app.jar", "JksPwd!3"),
+    ('apiKey: "abc123def456"', "abc123def456"),
+    # SQL
+    ("CREATE ROLE reporter LOGIN PASSWORD 'R3port!ng';", "R3port!ng"),
+    ("sudo -u postgres psql -c \"ALTER USER app WITH PASSWORD 'AltPgPwd!9';\"", "AltPgPwd!9"),
+    ("mysql -e \"CREATE USER 'app'@'%' IDENTIFIED BY 'MyS3cretApp!';\"", "MyS3cretApp!"),
+    ("mysqladmin -u root password 'NewR00t!'", "NewR00t!"),
+    # command lines
+    ("echo 'Sudo!Pass99' | sudo -S apt-get update", "Sudo!Pass99"),
+    ("echo Sudo2Pass | sudo -S systemctl restart nginx", "Sudo2Pass"),
+    ('{"command": "echo \'T00lSudo!\' | sudo -S apt install -y jq"}', "T00lSudo!"),
+    ('echo "bob:Chp4ss!" | chpasswd', "Chp4ss!"),
+    ("ssh-keygen -t ed25519 -N 'KeyGenPass!' -f ~/.ssh/id_deploy", "KeyGenPass!"),
+    ("gpg --batch --passphrase 'GpgPhrase#1' -d secrets.gpg", "GpgPhrase#1"),
+    ("keytool -genkey -keystore ks.jks -storepass KeyStorePwd1 -keypass KeyPwd22", "KeyPwd22"),
+    ("keytool -genkey -keystore ks.jks -storepass KeyStorePwd1", "KeyStorePwd1"),
+    ("gh secret set NPM_TOKEN --body 7a1b2c3d4e5f60718293a4b5c6d7e8f9", "7a1b2c3d4e5f6071"),
+    ("net use Z: \\\\fileserver\\share /user:CORP\\jdoe W1nd0wsPwd!", "W1nd0wsPwd!"),
+    ("x11vnc -passwd VncPwd!8 -display :0", "VncPwd!8"),
+    ("pscp -pw PuTTYPwd9 file.txt user@host:/tmp", "PuTTYPwd9"),
+    ("openssl enc -aes-256-cbc -k 'S3cretK3y' -in f", "S3cretK3y"),
+    # prose
+    ("my api key: 4e5f6a7b8c9d0e1f2a3b4c5d", "4e5f6a7b8c9d0e1f2a3b4c5d"),
+    ("API Key: 7d3f9a1c5e8b2d4f6a0c", "7d3f9a1c5e8b2d4f6a0c"),
+    ("Secret Access Key: Pm1On2Lk3Ji4Hg5Fe6Dc7Ba8Zy9Xw0Vu1Ts2Rq3", "Pm1On2Lk3Ji4Hg5Fe6"),
+    ("Logged in successfully as admin with password 'Adm1nLog!n'", "Adm1nLog!n"),
+    ("the staging password is the same as prod: Gr33nT3a#88", "Gr33nT3a#88"),
+    ("the password for staging is the same as prod: Winter2024!", "Winter2024!"),
+    ("just use the same password as staging: Tigger#2023", "Tigger#2023"),
+    ("sudo password is the usual one: rootroot99", "rootroot99"),
+    ("The new password for jdoe@corp.com is Welcome1!", "Welcome1!"),
+    # seed phrases
+    (
+        "my metamask recovery phrase is: witch collapse practice feed shame open despair "
+        "creek road again ice least",
+        "witch collapse practice",
+    ),
+    (
+        'mnemonic = "gravity machine north sort system female filter attitude volume fold '
+        'club stay"',
+        "gravity machine north",
+    ),
+    (
+        "here are my 12 words: vivid mango orbit canyon pledge swift rural eager noble "
+        "tunnel frost amber",
+        "vivid mango orbit",
+    ),
+]
+
+#: Written beside those forms, and not secrets.
+LOOK_ALIKES = [
+    "<password>${DB_PASSWORD}</password>",
+    'print("password", "is wrong")',
+    "expected_keys = ['access_key', 'secret_key', 'token', 'expiry_time']",
+    'argv lists (["sshpass", "-p", "…"])',
+    "Load a dynamic library identified by 'name'.",
+    "CREATE USER x WITH PASSWORD %s",
+    "echo hello | grep h",
+    'echo "$PASS" | sudo -S ls',
+    "echo $TOKEN | docker login -u x --password-stdin ghcr.io",
+    "ssh-keygen -t ed25519 -N '' -f k",
+    "keytool -list -storepass:env KS_PASS",
+    'gh pr create -b "fix"',
+    "tar -N 2020-01-01 -cf x.tar .",
+    "sort -k 2 file",
+    "api key: see the docs",
+    "the password 'required' field",
+    "the 12 words are on the card",
+    "the password is in the vault: vault/path/db",
+    "the password is the same as before: see the wiki",
+    "password as before",
+    "maxTokens: 512",
+    "getToken()",
+    "const accessToken = await getAccessToken();",
+    "return Output(items=page, nextToken=token_for_next_page)",
+    "BreakpointToken = Token.Breakpoint.Enabled",
+    "HttpCredentials = playwright._impl._api_structures.HttpCredentials",
+    "ProcessAccessToken = 9",
+    "t.lastToken=r,t.lastStyle=n",
+    "def f(self, node: AstNode, first_token: util.Token, last_token: util.Token):",
+    "def __init__(self, recognizer: Parser, startToken: Token = None):",
+    'raise Error(f"Failed to refresh access token: {error or response.status_code}")',
+]
