@@ -78,6 +78,44 @@ def check_flag(value: Any, name: str) -> bool:
     return value
 
 
+def check_cron(expr: Any, name: str = "cron expression") -> str:
+    """A 5-field cron expression (minute hour day-of-month month day-of-week) that
+    croniter reads and that fires: ``0 0 30 2 *`` (30 February) never does, and a task
+    on it would never run.  Returns its fields joined by single spaces; the error
+    names it ``name``.
+    """
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidInput(f"{name} must be cron text such as '30 8 * * 1', got {shown(expr)}")
+    fields = expr.split()
+    if len(fields) != 5:
+        raise InvalidInput(
+            f"{name} {expr!r} has {len(fields)} field{'' if len(fields) == 1 else 's'}; use 5: "
+            "minute hour day-of-month month day-of-week (e.g. '30 8 * * 1')"
+        )
+    joined = " ".join(fields)
+    problem = _cron_problem(joined)
+    if problem is not None:
+        raise InvalidInput(f"{name} {expr!r} {problem}")
+    return joined
+
+
+def _cron_problem(expr: str) -> str | None:
+    """What croniter finds wrong with a 5-field ``expr`` (None: it reads and fires)."""
+    # here, not at import: 8 ms that a store without schedules need not pay
+    from croniter import CroniterBadDateError, croniter
+
+    try:
+        croniter(expr, dt.datetime(2000, 1, 1)).get_next(dt.datetime)
+    except CroniterBadDateError:  # (a ValueError: first)
+        return (
+            "never fires: no date matches it (such as 30 February); "
+            "use a day every month of the schedule has"
+        )
+    except (ValueError, KeyError) as exc:
+        return f"is not valid: {exc}"
+    return None
+
+
 def check_path(value: Any, name: str = "path") -> str:
     """A file path given as text or ``os.PathLike``: not blank, no NUL byte."""
     if isinstance(value, os.PathLike):

@@ -85,7 +85,9 @@ from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
 from ..event_rows import build_row, plain
 from ..store.schema import EVENTS, SESSIONS
+from ..store.sessions import ACTIVE, CLOSED
 from ..validation import (
+    MAX_NAME_BYTES,
     JsonLimits,
     check_name,
     check_path,
@@ -292,7 +294,7 @@ def _event_row(core: Core, item: Any, index: int, namespace: str | None) -> dict
     if missing:
         raise InvalidInput(f"events[{index}] lacks {', '.join(missing)}")
     try:
-        for name in ("created_at", "updated_at", "consolidated_at", "metadata", "tool_calls_json"):
+        for name in (*_TIME_FIELDS, "metadata", "tool_calls_json", "embedding_error"):
             value = item.get(name)
             if value is not None and not isinstance(value, str):
                 raise InvalidInput(f"{name} must be text or null, got {value!r}")
@@ -415,7 +417,9 @@ def _session_row(
             row["namespace"] = namespace
         check_name(row["namespace"], "namespace")
         check_name(row["session_id"], "session_id")
-        check_text(row["user_id"], "user_id", allow_empty=True)
+        check_text(row["user_id"], "user_id", allow_empty=True, max_bytes=MAX_NAME_BYTES)
+        if row["status"] not in (ACTIVE, CLOSED):
+            raise InvalidInput(f"status must be {ACTIVE!r} or {CLOSED!r}, got {row['status']!r}")
         if not isinstance(load_json(row["state"], "state", limits), dict):
             raise InvalidInput(f"state must be a JSON object, got {row['state'][:60]!r}")
         for name in _SESSION_TIME_FIELDS:
