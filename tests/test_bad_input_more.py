@@ -1,21 +1,23 @@
 """More of the bad-input battery (tests/test_bad_input.py): schedules that never fire,
-imported rows the API would refuse.
+imported rows the API would refuse, filters, options and flags of the wrong type,
+token budgets, the configuration file and AGENTS.md paths.
 
-Every refusal is one line, an ``nbmemory.errors`` exception (a ``UsageError`` in a
-magic, exit 1 in the CLI), and leaves the store (or the file) as it was.
+Every refusal is one line, an ``nbmemory.errors`` exception (exit 1 in the CLI), and
+leaves the store (or the file) as it was.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nbmemory import InvalidInput, Memory
+from nbmemory import InvalidInput, Memory, Settings, cli
 
 NOW = dt.datetime(2024, 5, 6, 8, 0)  # a Monday
 
@@ -163,3 +165,161 @@ def test_import_refuses_an_embedding_error_that_is_not_text(mem, tmp_path):
         lambda d: d["events"][0].update(embedding_error=5),
         r"events\[0\].*embedding_error must be text",
     )
+
+
+# -- 3: filters, options, flags, budgets -------------------------------------------------------
+BAD_FILTER_VALUES = [5, {"a": 1}, 1.5, True, dt.datetime(2024, 1, 1), [5], [], ""]
+
+
+@pytest.mark.parametrize("value", BAD_FILTER_VALUES, ids=repr)
+def test_filters_refuse_values_that_are_not_names(mem, value):
+    mem.add_event("s", "user", "hello world")
+    before = _state(mem)
+    for call in (
+        lambda: mem.search("hello", filters={"role": value}),
+        lambda: mem.search("hello", filters={"tool_name": value}, mode="vector"),
+        lambda: mem.events(filters={"session_id": value}),
+    ):
+        with pytest.raises(InvalidInput, match="filter|must be a non-empty string") as info:
+            call()
+        _one_line(info.value)
+    assert _state(mem) == before
+
+
+def test_filters_still_take_names_lists_and_none(mem):
+    mem.add_event("s", "user", "hello world")
+    mem.add_event("s", "assistant", "hello there")
+    assert len(mem.search("hello", filters={"role": ["user", "assistant"]})) == 2
+    assert len(mem.events(filters={"session_id": "s", "tool_name": None})) == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"read_only": "yes"}, "read_only must be True or False"),
+        ({"read_only": 1}, "read_only must be True or False"),
+        ({"shared": "yes"}, "shared must be True, False or None"),
+        ({"shared": 0}, "shared must be True, False or None"),
+        ({"adopt": "no"}, "adopt must be True or False"),
+        ({"settings": "x"}, "settings must be an nbmemory.Settings"),
+        ({"settings": {"recency_limit": 3}}, "settings must be an nbmemory.Settings"),
+        ({"token_counter": "x"}, "token_counter must be a callable"),
+        ({"actor": 5}, "actor must be a non-empty string"),
+    ],
+)
+def test_memory_refuses_options_of_the_wrong_type(store_path, options, words):
+    Memory(store_path, embedder="hash").close()
+    before = Path(store_path).read_bytes()
+    with pytest.raises(InvalidInput, match=words) as info:
+        Memory(store_path, embedder="hash", **options)
+    _one_line(info.value)
+    assert Path(store_path).read_bytes() == before
+    with Memory(store_path, embedder="hash", settings=Settings(), shared=None) as mem:
+        assert not mem.closed  # the file was let go
+
+
+def test_memory_refuses_a_path_that_is_not_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match="path must be a file path"):
+        Memory(5, embedder="hash")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("timeout", ["x", -1, math.nan, True])
+def test_flush_refuses_a_timeout_that_is_not_seconds(mem, timeout):
+    mem.add_event("s", "user", "hello")
+    with pytest.raises(InvalidInput, match="timeout must be a number of seconds") as info:
+        mem.flush(timeout)
+    _one_line(info.value)
+    assert mem.flush(0.0) in (True, False) and mem.flush(math.inf) and mem.flush(None)
+
+
+def _flag_calls(mem: Memory, tmp_path: Path) -> dict[str, Any]:
+    export = tmp_path / "flags.json"
+    agents = tmp_path / "AGENTS.md"
+    agents.write_text("# Rules\nBe kind.\n")
+    return {
+        "dry_run": lambda v: mem.sessions.cleanup(dry_run=v),
+        "all_namespaces": lambda v: mem.sessions.cleanup(all_namespaces=v),
+        "include_untracked": lambda v: mem.sessions.list(include_untracked=v),
+        "forget": lambda v: mem.sessions.delete("s1", events=True, forget=v),
+        "reopen": lambda v: mem.sessions.resume("s1", reopen=v),
+        "merge": lambda v: mem.sessions.save_state("s1", {"k": 1}, merge=v),
+        "audit dry_run": lambda v: mem.audit.cleanup(dry_run=v),
+        "explain": lambda v: mem.get_context("s1", "hello", explain=v),
+        "export progress": lambda v: mem.transfer.export_json(export, progress=v),
+        "import progress": lambda v: mem.transfer.import_json(export, progress=v),
+        "force_polling": lambda v: mem.agents_md.watch(agents, force_polling=v),
+    }
+
+
+@pytest.mark.parametrize("value", ["no", 0, None], ids=repr)
+def test_bool_flags_of_the_api_are_strict(mem, tmp_path, value):
+    mem.sessions.start("alice", session_id="s1")
+    mem.add_event("s1", "user", "hello")
+    mem.transfer.export_json(tmp_path / "flags.json")
+    mem.clock = lambda: (
+        dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(days=400)
+    )  # the session is expired and the audit rows past retention: a cleanup would delete
+    before = _state(mem)
+    for name, call in _flag_calls(mem, tmp_path).items():
+        flag = name.split()[-1]
+        with pytest.raises(InvalidInput, match=f"{flag} must be True or False") as info:
+            call(value)
+        _one_line(info.value)
+        assert _state(mem) == before, name
+
+
+@pytest.mark.parametrize("budget", [-1, "5", True, 2.5])
+def test_to_prompt_refuses_a_budget_that_is_not_a_count(mem, budget):
+    mem.add_event("s", "user", "hello world")
+    context = mem.get_context("s", "hello")
+    with pytest.raises(InvalidInput, match="max_tokens must be") as info:
+        context.to_prompt(max_tokens=budget)
+    _one_line(info.value)
+
+
+def test_to_prompt_without_a_budget_uses_the_contexts(mem):
+    mem.add_event("s", "user", "hello world")
+    context = mem.get_context("s", "hello", max_tokens=100)
+    assert context.to_prompt().max_tokens == 100
+    assert "hello world" in context.to_prompt(None)
+    assert context.to_prompt(0).dropped == context.ids  # nothing fits in no tokens
+    with pytest.raises(InvalidInput, match="header must be text"):
+        context.to_prompt(header=None)
+
+
+# -- the configuration file ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"[state.audit\nretain_days = 3\n", "not valid TOML"),
+        (b"\xff\xfe[state.audit]\n", "cannot read the configuration file"),
+        (b"state = 5\n", "state is a value, not a table"),
+    ],
+    ids=["malformed", "not-utf8", "value-not-table"],
+)
+def test_config_set_on_a_broken_file_is_one_line_and_changes_nothing(
+    tmp_path, monkeypatch, capsys, content, words
+):
+    monkeypatch.delenv("NBMEMORY_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    file = tmp_path / "nbmemory.toml"
+    file.write_bytes(content)
+    assert cli.main(["config", "set", "state.audit.retain_days", "30"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err and "Traceback" not in err, err
+    assert file.read_bytes() == content
+
+
+# -- AGENTS.md paths -----------------------------------------------------------------------
+def test_a_directory_as_agents_md_is_named_as_one(mem, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    before = _state(mem)
+    with pytest.raises(InvalidInput, match="is a directory, not a file") as info:
+        mem.agents_md.sync(folder)
+    assert str(folder / "AGENTS.md") in _one_line(info.value)
+    with pytest.raises(InvalidInput, match="is a directory, not a file"):
+        mem.agents_md.add_learning("Rules", "be kind", path=folder)
+    assert _state(mem) == before and list(folder.iterdir()) == []

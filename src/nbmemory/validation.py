@@ -78,6 +78,19 @@ def check_flag(value: Any, name: str) -> bool:
     return value
 
 
+def check_timeout(value: Any, name: str = "timeout") -> float | None:
+    """Seconds to wait: a number, 0 or more (``inf`` waits as long as None); None waits
+    until done.  A text, a bool, a NaN or a negative number is refused."""
+    if value is None:
+        return None
+    if not is_number(value) or math.isnan(float(value)) or float(value) < 0:
+        raise InvalidInput(
+            f"{name} must be a number of seconds, 0 or more (None waits until done), "
+            f"got {shown(value)}"
+        )
+    return float(value)
+
+
 def check_cron(expr: Any, name: str = "cron expression") -> str:
     """A 5-field cron expression (minute hour day-of-month month day-of-week) that
     croniter reads and that fires: ``0 0 30 2 *`` (30 February) never does, and a task
@@ -405,13 +418,29 @@ def is_missing(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
+def check_filter_value(key: str, value: Any) -> Any:
+    """The value of an equality filter on a text column (every column ``filters=``
+    reaches is text): a name, a non-empty list of names, or None (SQL NULL).  A number,
+    a dict or a date would reach DuckDB as a value it cannot compare with text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return check_name(value, key)
+    if isinstance(value, (list, tuple, set, frozenset)) and value:
+        return [check_name(v, key) for v in value]
+    raise InvalidInput(f"filter {key!r} takes a string or a list of strings, got {shown(value)}")
+
+
 def scope_filters(filters: dict[str, Any] | None, **named: Any) -> dict[str, Any]:
-    """Equality filters from ``filters=`` plus the named ones (session_id=, role= ...)."""
+    """Equality filters from ``filters=`` plus the named ones (session_id=, role= ...),
+    each value checked by :func:`check_filter_value` (the keys by the store)."""
     if filters is not None and not isinstance(filters, Mapping):
         raise InvalidInput(f"filters must be a dict of column -> value, got {shown(filters)}")
     result = dict(filters or {})
     if "namespace" in result:
         raise InvalidInput("pass namespace=... rather than a namespace filter")
+    for key, value in result.items():
+        result[key] = check_filter_value(str(key), value)
     for key, value in named.items():
         if value is not None:
             result[key] = check_name(value, key)

@@ -89,6 +89,7 @@ from ..store.sessions import ACTIVE, CLOSED
 from ..validation import (
     MAX_NAME_BYTES,
     JsonLimits,
+    check_flag,
     check_name,
     check_path,
     check_text,
@@ -574,7 +575,7 @@ class Transfer:
             path,
             namespace=self.core.ns(namespace),
             session_id=None if session_id is None else check_name(session_id, "session_id"),
-            progress=progress,
+            progress=check_flag(progress, "progress"),
         )
 
     def import_json(
@@ -589,4 +590,6 @@ class Transfer:
         ``namespace`` puts every row in that namespace (default: the namespaces in the file).
         """
         target = None if namespace is None else check_name(namespace, "namespace")
-        return import_json(self.core, path, namespace=target, progress=progress)
+        return import_json(
+            self.core, path, namespace=target, progress=check_flag(progress, "progress")
+        )
