@@ -1,9 +1,9 @@
 """More of the bad-input battery (tests/test_bad_input.py): schedules that never fire,
 imported rows the API would refuse, filters, options and flags of the wrong type,
-token budgets, the configuration file and AGENTS.md paths.
+token budgets, the configuration file, the magics and AGENTS.md paths.
 
-Every refusal is one line, an ``nbmemory.errors`` exception (exit 1 in the CLI), and
-leaves the store (or the file) as it was.
+Every refusal is one line, an ``nbmemory.errors`` exception (a ``UsageError`` in a
+magic, exit 1 in the CLI), and leaves the store (or the file) as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from notebook_shell import one_line_usage_error, run
 
 from nbmemory import InvalidInput, Memory, Settings, cli
 
@@ -323,3 +324,46 @@ def test_a_directory_as_agents_md_is_named_as_one(mem, tmp_path):
     with pytest.raises(InvalidInput, match="is a directory, not a file"):
         mem.agents_md.add_learning("Rules", "be kind", path=folder)
     assert _state(mem) == before and list(folder.iterdir()) == []
+
+
+# -- the magics ----------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["-5", "float('nan')"])
+def test_embed_timeout_must_be_seconds(ip, magics, caplog, value):
+    run(ip, f"%config MemoryMagics.embed_timeout = {value}")
+    assert magics.embed_timeout == 60.0
+    assert "embed_timeout must be a number of seconds" in caplog.text
+    run(ip, "%config MemoryMagics.embed_timeout = 0")
+    assert magics.embed_timeout == 0.0
+
+
+@pytest.mark.parametrize(
+    ("template", "words"),
+    [
+        ("{0} loves it", "a field without a name ({} or {0})"),
+        ("{} loves it", "a field without a name ({} or {0})"),
+        ("{d[a][b]} loves it", "{d[a][b]} cannot be filled: 'int' object is not subscriptable"),
+        ("{d[z]} loves it", "{d[z]} cannot be filled: no key 'z'"),
+        ("{d.nope} loves it", "{d.nope} cannot be filled: 'dict' object has no attribute"),
+        ("{n:x} {d:d}", "the format :d does not fit a dict"),
+    ],
+)
+def test_remember_interpolate_names_the_field_that_is_wrong(ip, magics, capsys, template, words):
+    ip.user_ns.update(d={"a": 1}, n=5)
+    before = _state(magics.memory)
+    err = one_line_usage_error(ip, f"%%remember --interpolate\n{template}", capsys)
+    assert words in err and "%%remember --interpolate" in err
+    assert _state(magics.memory) == before
+
+
+def test_recall_with_a_filter_no_memory_matches_says_so(ip, magics, capsys):
+    run(ip, "%%remember --role user\nMy name is John and I love TypeScript")
+    capsys.readouterr()
+    assert run(ip, "%recall TypeScript --role wizard").empty
+    out = capsys.readouterr().out
+    assert "no memory in namespace 'default' has role 'wizard'" in out
+    assert "roles: user, assistant" in out and "store some" not in out
+    assert run(ip, "%recall TypeScript --role tool --session notebook").empty
+    out = capsys.readouterr().out
+    assert "has role 'tool' and session 'notebook'; drop or change the filter" in out
+    err = one_line_usage_error(ip, "%memory flush --timeout -5", capsys)
+    assert "timeout must be a number of seconds" in err
