@@ -252,7 +252,10 @@ def test_facts_macros_tasks_prefixes_keep_ids_and_later_inserts_do_not_collide(
     assert task["id"] == "t-1" and task["is_paused"] is True and task["is_oneshot"] is False
     assert task["last_run_at"] is None
     prefixes = {r[0] for r in mem.store.fetchall("SELECT prefix FROM terminal_allowed_prefixes")}
-    assert prefixes == {"git ", "ls"}
+    # kept as mem.prefixes.add keeps it: 'git ' allowed nothing ('git status' does not
+    # start with 'git  '); 'git' allows 'git status'
+    assert prefixes == {"git", "ls"}
+    assert mem.prefixes.allows("git status")
     # the sequences moved past the imported ids: a new fact gets a fresh id
     new_id = mem.store.fetchone(
         "INSERT INTO facts (namespace, category, key, value, created_at, updated_at)"
@@ -310,6 +313,43 @@ def test_a_bad_row_stores_nothing_and_names_the_row(mem: Memory, tmp_path: Path)
         mem.import_sqlite(path)
     assert mem.store.fetchone("SELECT count(*) FROM events")[0] == 0
     assert mem.store.fetchone("SELECT count(*) FROM facts")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("statement", "words"),
+    [
+        (
+            "UPDATE scheduled_tasks SET cron_expr = '0 0 30 2 *'",
+            r"scheduled_tasks row 't-1': cron_expr '0 0 30 2 \*' never fires",
+        ),
+        ("UPDATE scheduled_tasks SET name = ''", "scheduled_tasks row 't-1': name must be"),
+        ("UPDATE facts SET category = ''", "facts row 7: category must be a non-empty string"),
+        ("UPDATE facts SET source = 'gossip'", "facts row 7: source must be one of"),
+        ("UPDATE macros SET confidence = 2.5", "macros row 12: confidence must be a number"),
+        (
+            "UPDATE events SET content = NULL WHERE id = 'm-kept'",
+            "events row 'm-kept': content is missing and there are no tool_calls",
+        ),
+        (
+            "UPDATE events SET content = '  ' WHERE id = 'm-kept'",
+            "events row 'm-kept': content is empty",
+        ),
+    ],
+)
+def test_a_row_the_api_would_refuse_stores_nothing(
+    mem: Memory, tmp_path: Path, statement: str, words: str
+) -> None:
+    """Each row is checked as the API that makes it (and an export's rows) are checked."""
+    path = tmp_path / "agent.db"
+    build_agent_db(path)
+    con = sqlite3.connect(path)
+    con.execute(statement)
+    con.commit()
+    con.close()
+    with pytest.raises(InvalidInput, match=words):
+        mem.import_sqlite(path)
+    for table in ("events", "facts", "macros", "scheduled_tasks", "terminal_allowed_prefixes"):
+        assert mem.store.fetchone(f"SELECT count(*) FROM {table}")[0] == 0
 
 
 def test_not_a_database_is_a_clear_error(mem: Memory, tmp_path: Path) -> None:

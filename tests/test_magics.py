@@ -102,6 +102,21 @@ def test_load_registers_one_class_and_unload_restores_ipython(shell, tmp_path):
     assert shell.rl_next_input == "42"
 
 
+def test_unload_after_config_gives_back_a_working_history_recall(shell, tmp_path):
+    """``%config`` loads IPython's lazy magics; the placeholder of ``%recall`` saved at
+    load can then no longer load, and put back it broke ``%recall`` after unload."""
+    shell.run_line_magic("load_ext", "nbmemory")
+    try:
+        magics = shell.magics_manager.registry["MemoryMagics"]
+        magics.embedder, magics.path = "hash", str(tmp_path / "config.duckdb")
+        run(shell, "%config MemoryMagics.embed_timeout = 5")
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+    run(shell, "6 * 7")
+    run(shell, "%recall")
+    assert shell.rl_next_input == "42"
+
+
 def test_reload_ext_gives_a_fresh_instance_and_closes_the_old_store(ip, magics, tmp_path):
     run(ip, "%%remember\nbefore the reload")
     old_memory = magics.memory

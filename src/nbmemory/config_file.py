@@ -30,7 +30,7 @@ import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,26 +168,36 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def load(path: str | os.PathLike[str]) -> ConfigFile:
     """Read one configuration file (``nbmemory.toml`` or a ``pyproject.toml``)."""
     file = Path(path)
+    return parse(_read(file), file)
+
+
+def _read(file: Path) -> str:
+    """The text of a configuration file; one line naming it when it cannot be read."""
     try:
-        text = file.read_text(encoding="utf-8")
+        return file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"cannot read the configuration file {file}: {exc}") from None
-    return parse(text, file)
 
 
-def parse(text: str, file: Path) -> ConfigFile:
-    """The configuration ``text`` holds, as the file ``file`` (its name says whether
-    it is a pyproject.toml; errors name it)."""
+def _toml(text: str, file: Path) -> Any:
+    """``text`` parsed by tomlkit (comments and layout kept); one line naming the file
+    and the line when it is not TOML."""
     import tomlkit
     from tomlkit.exceptions import ParseError
 
     try:
-        document = tomlkit.parse(text).unwrap()
+        return tomlkit.parse(text)
     except ParseError as exc:
         raise InvalidInput(
             f"{file}:{exc.line}: not valid TOML ({exc}); fix the file or set "
             f"{ENV_CONFIG}=none to open without it"
         ) from None
+
+
+def parse(text: str, file: Path) -> ConfigFile:
+    """The configuration ``text`` holds, as the file ``file`` (its name says whether
+    it is a pyproject.toml; errors name it)."""
+    document = _toml(text, file).unwrap()
     table: str | None = None
     if file.name == PYPROJECT:
         table = "tool.nbmemory"
@@ -307,16 +317,21 @@ def write(path: str | os.PathLike[str], key: str, value: str) -> ConfigFile:
         Settings().replace(**{name: _setting_value(name, plain)})
     except InvalidInput as exc:
         raise InvalidInput(f"{key} = {value}: {exc}") from None
-    text = file.read_text(encoding="utf-8") if file.exists() else ""
-    document = tomlkit.parse(text)
+    text = _read(file) if file.exists() else ""
+    document = _toml(text, file)  # a file that does not read is left as it is
     table: Any = document
     parts = dotted.split(".")
     if file.name == PYPROJECT:
         parts = ["tool", "nbmemory", *parts]
-    for part in parts[:-1]:
+    for depth, part in enumerate(parts[:-1], 1):
         if part not in table:
             table[part] = tomlkit.table()
         table = table[part]
+        if not isinstance(table, MutableMapping):
+            raise InvalidInput(
+                f"{file}: {'.'.join(parts[:depth])} is a value, not a table, so {key} "
+                "cannot go under it; fix the file"
+            )
     table[parts[-1]] = plain
     new_text = tomlkit.dumps(document)
     config = parse(new_text, file)  # the whole file still reads: else nothing is written

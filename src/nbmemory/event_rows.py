@@ -291,29 +291,24 @@ def has_tool_calls(tool_calls_json: str | None) -> bool:
     return tool_calls_json is not None and tool_calls_json.strip() not in _NO_CALLS
 
 
-def check_content(
-    content: Any, tool_calls_json: str | None, settings: Settings, *, stored: bool = False
-) -> str | None:
+def check_content(content: Any, tool_calls_json: str | None, settings: Settings) -> str | None:
     """The content to store: text, or None for a tool-call turn.
 
     A turn that calls tools may have no text (OpenAI-style agents log
     ``content=None`` or ``""`` with ``tool_calls=[...]``): its content is stored as
     NULL, whatever blank it came as, and it is never embedded.  A turn with neither
-    text nor tool calls is refused.  ``stored`` rows (imports) may lack both.
+    text nor tool calls is refused, whatever the door: an import too, since no call
+    of the API stores one.
     """
     if content is None or (isinstance(content, str) and not content.strip()):
         if has_tool_calls(tool_calls_json):
-            return None
-        if stored and content is None:
             return None
         if content is None:
             raise InvalidInput(
                 "content is missing and there are no tool_calls; nothing to remember "
                 "(a turn that only calls tools passes content=None with tool_calls=[...])"
             )
-    checked: str = check_text(
-        content, "content", max_bytes=settings.max_content_bytes, allow_empty=stored
-    )
+    checked: str = check_text(content, "content", max_bytes=settings.max_content_bytes)
     return checked
 
 
@@ -344,8 +339,8 @@ def build_row(
     None in an optional field means "not given": its default applies.  A turn with
     ``tool_calls`` may have no content (stored as NULL, never embedded).
     ``stored=True`` is for rows that existed elsewhere (an export, another
-    agent's database): their content may be missing, metadata may be JSON text,
-    and their times and embedding error are kept.
+    agent's database): their metadata may be JSON text, and their times and
+    embedding error are kept.
     """
     session_id = check_name(session_id, "session_id")
     namespace = check_name(namespace, "namespace")
@@ -357,7 +352,7 @@ def build_row(
         )
     kind = "message" if kind is None else check_name(kind, "kind")
     tool_calls_json = dump_json_arg(tool_calls, "tool_calls", settings.payload_limits)
-    content = check_content(content, tool_calls_json, settings, stored=stored)
+    content = check_content(content, tool_calls_json, settings)
     _check_optional_names(
         tool_call_id=tool_call_id, tool_name=tool_name, graph_id=graph_id, task_id=task_id
     )

@@ -63,7 +63,7 @@ from .sessions.lifecycle import Sessions
 from .store import Store, open_store
 from .transfer.json_files import Transfer
 from .transfer.sqlite_import import SqliteImport
-from .validation import check_name, check_unit_interval
+from .validation import check_flag, check_name, check_timeout, check_unit_interval, shown
 
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
 
@@ -173,6 +173,8 @@ class Memory(AstreusNames, OlderNames):
         config: str | os.PathLike[str] | bool | None = None,
         **overrides: Any,
     ) -> None:
+        _check_options(path, settings, read_only, shared, adopt, token_counter)
+        actor = check_name(actor, "actor")
         store_path = str(path) if path is not None else default_store_path()
         self._config: ConfigFile | None = _config_file(config, store_path)
         settings = config_file.merged(self._config, settings, overrides)
@@ -474,6 +476,7 @@ class Memory(AstreusNames, OlderNames):
     _flush_vectors = delegate("_embeddings", Embeddings.flush, one_turn=False)
 
     def flush(self, timeout: float | None = None) -> bool:
+        timeout = check_timeout(timeout)  # refused before the journal is written
         # shared mode: the rows add_event journalled are written (and queued) first
         self._gate.run(self._core.store.refresh, one_turn=False)
         return self._flush_vectors(timeout)
@@ -496,6 +499,32 @@ class Memory(AstreusNames, OlderNames):
         return info
 
     purge = delegate("_events", EventLog.purge)
+
+
+def _check_options(
+    path: Any, settings: Any, read_only: Any, shared: Any, adopt: Any, token_counter: Any
+) -> None:
+    """Refuse an argument of the wrong type before anything opens: a ``read_only="no"``
+    would open the store read-only (a truthy text), a ``settings="x"`` fail half-way."""
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise InvalidInput(
+            f"path must be a file path, ':memory:', a 'ducklake:' address or None, got {shown(path)}"
+        )
+    if settings is not None and not isinstance(settings, Settings):
+        raise InvalidInput(
+            f"settings must be an nbmemory.Settings or None, got {type(settings).__name__}; "
+            "pass single settings as keywords (Memory(path, relevance_threshold=0.5))"
+        )
+    check_flag(read_only, "read_only")
+    check_flag(adopt, "adopt")
+    if shared is not None and not isinstance(shared, bool):
+        raise InvalidInput(
+            f"shared must be True, False or None ($NBMEMORY_SHARED), got {shown(shared)}"
+        )
+    if not callable(token_counter):
+        raise InvalidInput(
+            f"token_counter must be a callable text -> int, got {type(token_counter).__name__}"
+        )
 
 
 def _config_file(

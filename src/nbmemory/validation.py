@@ -78,6 +78,57 @@ def check_flag(value: Any, name: str) -> bool:
     return value
 
 
+def check_timeout(value: Any, name: str = "timeout") -> float | None:
+    """Seconds to wait: a number, 0 or more (``inf`` waits as long as None); None waits
+    until done.  A text, a bool, a NaN or a negative number is refused."""
+    if value is None:
+        return None
+    if not is_number(value) or math.isnan(float(value)) or float(value) < 0:
+        raise InvalidInput(
+            f"{name} must be a number of seconds, 0 or more (None waits until done), "
+            f"got {shown(value)}"
+        )
+    return float(value)
+
+
+def check_cron(expr: Any, name: str = "cron expression") -> str:
+    """A 5-field cron expression (minute hour day-of-month month day-of-week) that
+    croniter reads and that fires: ``0 0 30 2 *`` (30 February) never does, and a task
+    on it would never run.  Returns its fields joined by single spaces; the error
+    names it ``name``.
+    """
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidInput(f"{name} must be cron text such as '30 8 * * 1', got {shown(expr)}")
+    fields = expr.split()
+    if len(fields) != 5:
+        raise InvalidInput(
+            f"{name} {expr!r} has {len(fields)} field{'' if len(fields) == 1 else 's'}; use 5: "
+            "minute hour day-of-month month day-of-week (e.g. '30 8 * * 1')"
+        )
+    joined = " ".join(fields)
+    problem = _cron_problem(joined)
+    if problem is not None:
+        raise InvalidInput(f"{name} {expr!r} {problem}")
+    return joined
+
+
+def _cron_problem(expr: str) -> str | None:
+    """What croniter finds wrong with a 5-field ``expr`` (None: it reads and fires)."""
+    # here, not at import: 8 ms that a store without schedules need not pay
+    from croniter import CroniterBadDateError, croniter
+
+    try:
+        croniter(expr, dt.datetime(2000, 1, 1)).get_next(dt.datetime)
+    except CroniterBadDateError:  # (a ValueError: first)
+        return (
+            "never fires: no date matches it (such as 30 February); "
+            "use a day every month of the schedule has"
+        )
+    except (ValueError, KeyError) as exc:
+        return f"is not valid: {exc}"
+    return None
+
+
 def check_path(value: Any, name: str = "path") -> str:
     """A file path given as text or ``os.PathLike``: not blank, no NUL byte."""
     if isinstance(value, os.PathLike):
@@ -367,13 +418,29 @@ def is_missing(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
+def check_filter_value(key: str, value: Any) -> Any:
+    """The value of an equality filter on a text column (every column ``filters=``
+    reaches is text): a name, a non-empty list of names, or None (SQL NULL).  A number,
+    a dict or a date would reach DuckDB as a value it cannot compare with text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return check_name(value, key)
+    if isinstance(value, (list, tuple, set, frozenset)) and value:
+        return [check_name(v, key) for v in value]
+    raise InvalidInput(f"filter {key!r} takes a string or a list of strings, got {shown(value)}")
+
+
 def scope_filters(filters: dict[str, Any] | None, **named: Any) -> dict[str, Any]:
-    """Equality filters from ``filters=`` plus the named ones (session_id=, role= ...)."""
+    """Equality filters from ``filters=`` plus the named ones (session_id=, role= ...),
+    each value checked by :func:`check_filter_value` (the keys by the store)."""
     if filters is not None and not isinstance(filters, Mapping):
         raise InvalidInput(f"filters must be a dict of column -> value, got {shown(filters)}")
     result = dict(filters or {})
     if "namespace" in result:
         raise InvalidInput("pass namespace=... rather than a namespace filter")
+    for key, value in result.items():
+        result[key] = check_filter_value(str(key), value)
     for key, value in named.items():
         if value is not None:
             result[key] = check_name(value, key)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidInput
-from ..validation import shown
+from ..validation import check_cron, shown
 
 _DAYS = {
     "sunday": 0,
@@ -68,11 +68,19 @@ class Schedule:
 
 
 def next_run(cron_expr: str, after: dt.datetime) -> dt.datetime:
-    """The first time strictly after ``after`` that ``cron_expr`` matches (croniter)."""
+    """The first time strictly after ``after`` that ``cron_expr`` matches (croniter).
+
+    :class:`InvalidInput` when it never matches or is not cron (a task stored by an
+    older version, or imported from another agent's database, may hold one).
+    """
     # here, not at import: 8 ms that a store without schedules need not pay
     from croniter import croniter
 
-    return croniter(cron_expr, after).get_next(dt.datetime)
+    try:
+        return croniter(cron_expr, after).get_next(dt.datetime)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        check_cron(cron_expr)  # raises InvalidInput saying what is wrong with it
+        raise
 
 
 def parse_schedule(text: Any, now: dt.datetime) -> Schedule:
@@ -87,31 +95,15 @@ def parse_schedule(text: Any, now: dt.datetime) -> Schedule:
     if words in _MACROS:
         cron = _MACROS[words]
         return Schedule(original, cron, False, next_run(cron, now))
-    fields = words.split()
+    fields = original.lower().split()  # (not ``words``: '1,5' is one field of a cron)
     if fields and re.match(r"^[0-9*]", fields[0]) and all(_CRON_FIELD.match(f) for f in fields):
-        cron = _check_cron(original, fields)
+        cron = check_cron(original.lower())
         return Schedule(original, cron, False, next_run(cron, now))
     once = _parse_oneshot(words, original, now)
     if once is not None:
         return once
     cron = _parse_recurring(words, original)
     return Schedule(original, cron, False, next_run(cron, now))
-
-
-def _check_cron(original: str, fields: list[str]) -> str:
-    if len(fields) != 5:
-        raise InvalidInput(
-            f"cron expression {original!r} has {len(fields)} fields; use 5: "
-            "minute hour day-of-month month day-of-week (e.g. '30 8 * * 1')"
-        )
-    expr = " ".join(fields)
-    from croniter import croniter
-
-    try:
-        croniter(expr)
-    except (ValueError, KeyError) as exc:
-        raise InvalidInput(f"cron expression {original!r} is not valid: {exc}") from None
-    return expr
 
 
 def _parse_time(text: str, original: str) -> tuple[int, int]:

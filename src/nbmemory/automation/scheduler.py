@@ -117,7 +117,13 @@ class Scheduler:
         task = self.get(task_id, namespace=ns)
         next_at = task["next_run_at"]
         if now is not None and task["is_paused"] and not task["is_oneshot"]:
-            next_at = next_run(task["cron_expr"], now)
+            try:
+                next_at = next_run(task["cron_expr"], now)
+            except InvalidInput as exc:  # stored by an older version, or imported so
+                raise InvalidInput(
+                    f"task {task['name']!r} ({task['id']}) cannot resume: {exc}; delete it "
+                    "and schedule it again"
+                ) from None
         with self.core.writer.transaction() as tx:
             tx.tasks.set_paused(task["id"], ns, paused, next_at, utcnow())
             tx.audit("pause_task" if paused else "resume_task", [task["id"]], ns)
@@ -151,6 +157,10 @@ class Scheduler:
         the next cron time after ``now``, or a one-shot row is deleted), so calling
         this twice for the same due time fires nothing the second time.  A callback
         that raises does not stop the others; its error is in the result's ``error``.
+        Neither does a task whose stored cron never fires or is not cron (kept by an
+        older version, or imported from another agent's database): it is paused,
+        audited as ``pause_task`` with the reason, and reported with that ``error``
+        (``result`` None, its callback not called).
 
         ``approve(task) -> bool`` gates the tasks that are not trusted (the Rust
         agent's "trusted tasks skip approval"): asked after the claim, a False (or an
@@ -168,20 +178,34 @@ class Scheduler:
         fired: list[dict[str, Any]] = []
         for task in self.due(now, namespace=ns).to_dict(orient="records"):
             due_at = pd.Timestamp(task["next_run_at"]).to_pydatetime()
-            following = None if task["is_oneshot"] else next_run(task["cron_expr"], now)
+            run = {**task, "due_at": due_at, "fired_at": now}
+            try:
+                following = None if task["is_oneshot"] else next_run(task["cron_expr"], now)
+            except InvalidInput as exc:
+                fired.append({**self._set_aside(run, str(exc), ns), "approved": None})
+                continue
             with self.core.writer.transaction() as tx:
                 claimed = tx.tasks.claim(task["id"], due_at, next_run_at=following, now=now)
                 if claimed:
                     tx.audit("run_task", [task["id"]], ns, {"due_at": due_at.isoformat()})
             if not claimed:
                 continue  # fired by another caller meanwhile
-            run = {**task, "due_at": due_at, "fired_at": now}
             approved = self._approved(approve, run, ns)
             if approved is False:
                 fired.append({**_outcome(run), "approved": False})
                 continue
             fired.append({**_fire(callback, run), "approved": approved})
         return fired
+
+    def _set_aside(self, task: dict[str, Any], problem: str, ns: str) -> dict[str, Any]:
+        """Pause a due task that cannot be scheduled again (its stored cron is bad),
+        audited with the reason; its outcome, with that reason as the ``error``."""
+        reason = f"{problem}; the task is paused: delete it and schedule it again"
+        log.error("scheduled task %s (%s) paused: %s", task["name"], task["id"], reason)
+        with self.core.writer.transaction() as tx:
+            tx.tasks.set_paused(task["id"], ns, True, task["due_at"], utcnow())
+            tx.audit("pause_task", [task["id"]], ns, {"reason": reason})
+        return {**_outcome(task), "error": reason}
 
     def _approved(
         self, approve: Callable[[dict[str, Any]], bool] | None, task: dict[str, Any], ns: str

@@ -35,7 +35,7 @@ from ..core import Core
 from ..errors import InvalidInput
 from ..event_rows import build_row
 from ..redaction import blocked_reason, check_ingestable
-from ..validation import check_path, dump_metadata, parse_metadata
+from ..validation import check_flag, check_path, dump_metadata, parse_metadata
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -174,6 +174,11 @@ class SyncResult:
 def read_agents_file(path: str | os.PathLike[str]) -> tuple[Path, str]:
     """The resolved path and text of an AGENTS.md-like file (blocklist checked first)."""
     file = check_ingestable(path).resolve()
+    if file.is_dir():
+        raise InvalidInput(
+            f"{file} is a directory, not a file; pass the path of the AGENTS.md in it "
+            f"({file / 'AGENTS.md'})"
+        )
     if not file.is_file():
         raise InvalidInput(
             f"no file {file}; pass the path of your AGENTS.md (mem.agents_md.sync('AGENTS.md'))"
@@ -484,7 +489,7 @@ class AgentsMd:
             check_path(path),
             namespace=self.core.ns(namespace),
             on_sync=on_sync,
-            force_polling=force_polling,
+            force_polling=check_flag(force_polling, "force_polling"),
         )
         with self._lock:
             self._watchers.append(watcher)

@@ -20,6 +20,7 @@ from ..core import Core
 from ..errors import InvalidInput, MemoryNotFound
 from ..event_rows import Event, build_row
 from ..validation import (
+    check_filter_value,
     check_limit,
     check_name,
     check_text,
@@ -418,7 +419,7 @@ class Memories:
                 )
             if key in where or (key == "namespace" and namespace is not None):
                 raise InvalidInput(f"filter {key!r} given twice")
-            where[key] = _scope_value(key, value)
+            where[key] = check_filter_value(key, value)
         if "namespace" in where:
             ns_value = where.pop("namespace")
             if not isinstance(ns_value, str):
@@ -488,16 +489,6 @@ def _memory_frame(frame: pd.DataFrame, extra: list[str] | tuple[str, ...] = ()) 
     frame = frame.reindex(columns=[*MEMORY_COLUMNS, *extra])
     frame["metadata"] = [parse_metadata(m) for m in frame["metadata"]]
     return frame
-
-
-def _scope_value(key: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return check_name(value, key)
-    if isinstance(value, (list, tuple, set, frozenset)) and value:
-        return [check_name(v, key) for v in value]
-    raise InvalidInput(f"filter {key!r} takes a string or a list of strings, got {shown(value)}")
 
 
 #: How far below the threshold a memory counts as a near miss of an empty search.

@@ -130,4 +130,33 @@ class RecallFrame(pd.DataFrame):
         return frame_html(self, shown, spans=list(spans), css="nbmemory-recall")
 
 
-__all__ = ["RecallFrame", "frame_html", "highlight_html", "needle_span"]
+def matched_passages(hits: pd.DataFrame) -> list[Any]:
+    """The text of each hit's matched passage (a long memory's), else NA."""
+    if "passage_start" not in hits:
+        return [pd.NA] * len(hits)
+    return [
+        content[int(start) : int(stop)] if pd.notna(start) else pd.NA
+        for content, start, stop in zip(
+            hits["content"], hits["passage_start"], hits["passage_stop"], strict=True
+        )
+    ]
+
+
+def passage_spans(hits: pd.DataFrame) -> list[tuple[Any, Any]]:
+    """Each hit's (start, stop) of its matched passage, (None, None) for none."""
+    if "passage_start" not in hits:
+        return [(None, None)] * len(hits)
+    return [
+        (None, None) if pd.isna(start) else (int(start), int(stop))
+        for start, stop in zip(hits["passage_start"], hits["passage_stop"], strict=True)
+    ]
+
+
+__all__ = [
+    "RecallFrame",
+    "frame_html",
+    "highlight_html",
+    "matched_passages",
+    "needle_span",
+    "passage_spans",
+]

@@ -38,10 +38,10 @@ from ..errors import EmbedderError, NbMemoryError, StoreLocked
 from ..memory import Memory
 from ..retrieval import FastEmbedEmbedder, resolve_embedder
 from ..retrieval.embedders import model_state, model_unavailable
-from ..validation import check_limit, check_name, check_unit_interval
+from ..validation import check_limit, check_name, check_timeout, check_unit_interval
 from . import housekeeping
 from .display import MemoryStatus, RememberedEvent
-from .highlight import RecallFrame
+from .highlight import RecallFrame, matched_passages, passage_spans
 from .parsers import (
     CONTEXT,
     MEMORY,
@@ -50,6 +50,7 @@ from .parsers import (
     HelpShown,
     interpolate,
     is_history_request,
+    no_match,
     one_line,
     parse_meta,
     split_line,
@@ -71,6 +72,15 @@ SETTINGS_TRAITS = (
     "max_memory_tokens",
     "working_memory_cap",
     "max_content_bytes",
+)
+#: Other traits checked when set (``%config``), each as the engine checks it.
+CHECKED_TRAITS = (
+    "namespace",
+    "session",
+    "role",
+    "recall_limit",
+    "recall_threshold",
+    "embed_timeout",
 )
 #: Traits that decide which store (and model) is open; changing one reopens it.
 STORE_TRAITS = ("path", "embedder", "model_path", "namespace", "shared")
@@ -106,28 +116,6 @@ RECALL_COLUMNS = [
     "signals",
     "passage",
 ]
-
-
-def _matched_passages(hits: pd.DataFrame) -> list[Any]:
-    """The text of each hit's matched passage (a long memory's), else NA."""
-    if "passage_start" not in hits:
-        return [pd.NA] * len(hits)
-    return [
-        content[int(start) : int(stop)] if pd.notna(start) else pd.NA
-        for content, start, stop in zip(
-            hits["content"], hits["passage_start"], hits["passage_stop"], strict=True
-        )
-    ]
-
-
-def _passage_spans(hits: pd.DataFrame) -> list[tuple[Any, Any]]:
-    """Each hit's (start, stop) of its matched passage, (None, None) for none."""
-    if "passage_start" not in hits:
-        return [(None, None)] * len(hits)
-    return [
-        (None, None) if pd.isna(start) else (int(start), int(stop))
-        for start, stop in zip(hits["passage_start"], hits["passage_stop"], strict=True)
-    ]
 
 
 def _engine_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -211,7 +199,7 @@ class MemoryMagics(Magics):
     ).tag(config=True)
     embed_timeout = Float(
         60.0,
-        help="Seconds %recall and %context wait for memories still being embedded.",
+        help="Seconds (0 or more) %recall and %context wait for memories still being embedded.",
     ).tag(config=True)
     profile = _setting(
         Unicode,
@@ -242,7 +230,7 @@ class MemoryMagics(Magics):
         super().__init__(shell=shell, **kwargs)
 
     # -- settings ----------------------------------------------------------------------
-    @validate(*SETTINGS_TRAITS, "namespace", "session", "role", "recall_limit", "recall_threshold")
+    @validate(*SETTINGS_TRAITS, *CHECKED_TRAITS)
     def _check_trait(self, proposal: Any) -> Any:
         """Refuse a value with the engine's own message (shown by ``%config``)."""
         name, value = proposal.trait.name, proposal.value
@@ -253,6 +241,8 @@ class MemoryMagics(Magics):
                 value = check_limit(value, name, allow_zero=False)
             elif name == "recall_threshold":
                 value = None if value is None else check_unit_interval(value, name, low=-1.0)
+            elif name == "embed_timeout":  # (an inf waits as long as it takes)
+                value = check_timeout(value, name)
             else:
                 value = check_name(value, name)
         except NbMemoryError as exc:
@@ -386,21 +376,23 @@ class MemoryMagics(Magics):
             until=args.until,
         )
         frame = hits.rename(columns={"session_id": "session"})
-        frame["passage"] = _matched_passages(hits)
+        frame["passage"] = matched_passages(hits)
         frame = RecallFrame(frame.reindex(columns=RECALL_COLUMNS).reset_index(drop=True))
         frame.attrs = dict(hits.attrs)
-        frame.attrs["passage_spans"] = _passage_spans(hits)
+        frame.attrs["passage_spans"] = passage_spans(hits)
         if frame.empty:
-            print(self._nothing_found(mem, query, threshold, hits.attrs.get("best_similarity")))
+            best = hits.attrs.get("best_similarity")
+            print(self._nothing_found(mem, query, threshold, best, args))
         return frame
 
     def _nothing_found(
-        self, mem: Memory, query: str, threshold: float | None, best: float | None
+        self, mem: Memory, query: str, threshold: float | None, best: float | None, args: Any
     ) -> str:
         if threshold is None or best is None:
-            return (
-                f"no memories to search for {query!r} in namespace {mem.namespace!r}"
-                " (with these filters); store some with %%remember"
+            filtered = no_match(args, mem.namespace, list(mem.settings.importance_by_role))
+            return filtered or (
+                f"no memories to search for {query!r} in namespace {mem.namespace!r}; "
+                "store some with %%remember"
             )
         suggestion = math.floor(best * 100) / 100
         return (
@@ -576,7 +568,7 @@ def unload_ipython_extension(shell: Any) -> None:
             if _bound_to(table.get(name), magics):
                 del table[name]
     for name, previous in magics._saved.items():
-        if previous is None or _bound_to(previous, magics):
+        if previous is None or _bound_to(previous, magics) or _spent(previous, manager):
             previous = _history_recall(shell)
         manager.magics["line"][name] = previous
     with contextlib.suppress(ValueError):
@@ -587,3 +579,10 @@ def unload_ipython_extension(shell: Any) -> None:
 def _bound_to(entry: Any, magics: MemoryMagics) -> bool:
     # no getattr on the entry: IPython's LazyMagic placeholders import on attribute access
     return isinstance(entry, types.MethodType) and entry.__self__ is magics
+
+
+def _spent(entry: Any, manager: Any) -> bool:
+    """An IPython ``LazyMagic`` placeholder whose module was loaded meanwhile (``%config``
+    loads every lazy magic): it can no longer load, so put back it would break ``%recall``."""
+    spec = vars(entry).get("spec") if type(entry).__name__ == "LazyMagic" else None
+    return spec is not None and spec in getattr(manager, "_loaded_lazy", ())

@@ -274,13 +274,77 @@ def parse_meta(pairs: list[str]) -> dict[str, str] | None:
 
 
 def interpolate(body: str, user_ns: Mapping[str, Any]) -> str:
-    """``str.format`` with the notebook's variables: names, ``.attr`` and ``[key]`` only."""
+    """``str.format`` with the notebook's variables: names, ``.attr`` and ``[key]`` only.
+
+    A field that cannot be filled is named in a one-line ``UsageError``:
+
+    >>> interpolate("{d[a][b]}", {"d": {"a": 1}})
+    Traceback (most recent call last):
+    ...
+    IPython.core.error.UsageError: %%remember --interpolate: {d[a][b]} cannot be filled: 'int' object is not subscriptable; write {{ and }} for literal braces
+    """
     try:
-        return string.Formatter().vformat(body, (), user_ns)
-    except KeyError as exc:
-        raise UsageError(
-            f"%%remember --interpolate: {{{exc.args[0]}}} names no variable of the notebook; "
-            "define it, or write {{ and }} for literal braces"
-        ) from None
-    except (ValueError, AttributeError, IndexError, TypeError) as exc:
+        return _NotebookFormatter().vformat(body, (), user_ns)
+    except (ValueError, AttributeError, IndexError, TypeError, KeyError) as exc:
         raise UsageError(f"%%remember --interpolate: {one_line(exc)}") from None
+
+
+_BRACES = "write {{ and }} for literal braces"
+
+
+class _NotebookFormatter(string.Formatter):
+    """``string.Formatter`` whose errors say which field of the cell is wrong."""
+
+    def get_value(self, key: int | str, args: Any, kwargs: Mapping[str, Any]) -> Any:
+        if isinstance(key, int):  # {} or {0}: there are no positional arguments
+            raise UsageError(
+                f"%%remember --interpolate: a field without a name ({{}} or {{{key}}}) has "
+                f"nothing to fill it: name a variable of the notebook, e.g. {{x}}; {_BRACES}"
+            )
+        if key not in kwargs:
+            raise UsageError(
+                f"%%remember --interpolate: {{{key}}} names no variable of the notebook; "
+                f"define it, or {_BRACES}"
+            )
+        return kwargs[key]
+
+    def get_field(self, field_name: str, args: Any, kwargs: Mapping[str, Any]) -> Any:
+        try:
+            return super().get_field(field_name, args, kwargs)
+        except (KeyError, AttributeError, IndexError, TypeError, ValueError) as exc:
+            reason = f"no key {exc.args[0]!r}" if isinstance(exc, KeyError) else one_line(exc)
+            raise UsageError(
+                f"%%remember --interpolate: {{{field_name}}} cannot be filled: {reason}; {_BRACES}"
+            ) from None
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        try:
+            return super().format_field(value, format_spec)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(
+                f"%%remember --interpolate: the format :{format_spec} does not fit a "
+                f"{type(value).__name__} ({one_line(exc)}); {_BRACES}"
+            ) from None
+
+
+def no_match(args: Any, namespace: str, roles: Any) -> str | None:
+    """What ``%recall``'s filters asked for that no memory has (None: no filter given).
+
+    An unknown role is named with the roles there are.
+    """
+    asked = [
+        f"{label} {value!r}"
+        for label, value in (
+            ("role", args.role),
+            ("session", args.session),
+            ("a time since", args.since),
+            ("a time until", args.until),
+        )
+        if value is not None
+    ]
+    if not asked:
+        return None
+    hint = "drop or change the filter"
+    if args.role is not None and args.role not in roles:
+        hint = f"roles: {', '.join(roles)}"
+    return f"no memory in namespace {namespace!r} has {' and '.join(asked)}; {hint}"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ..errors import InvalidInput
+from ..validation import check_flag
 
 if TYPE_CHECKING:
     from .subject import MemoryLike as Memory
@@ -203,6 +204,7 @@ def load_conversation(
     generated corpus, :mod:`nbmemory.research.corpora`) as events, as
     :func:`load_locomo` does: namespace ``<source>/<conversation id>`` unless
     given, event ids ``<source>:<conversation id>:<dia_id>``."""
+    flush = check_flag(flush, "flush")
     ns = namespace or f"{source}/{conversation.conversation_id}"
     roles = {conversation.speakers[0]: "user", conversation.speakers[1]: "assistant"}
     prefix = f"{source}:{conversation.conversation_id}:"

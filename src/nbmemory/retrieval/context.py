@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ..event_rows import turn_text
+from ..validation import check_limit, check_text
 
 
 def estimate_tokens(text: str) -> int:
@@ -188,13 +189,17 @@ class Context:
         return f"[{when}] {item.role}: {item.text}"
 
     def to_prompt(self, max_tokens: int | None = None, *, header: str = "Memory:") -> Prompt:
-        """The context as prompt text within ``max_tokens`` (default: the store's 4096).
+        """The context as prompt text within ``max_tokens``: a whole number, 0 or more;
+        None (the default) is the budget the context was built with (``get_context``'s
+        ``max_tokens``, else ``Settings.max_memory_tokens``: 4096).  ``header`` is the
+        first line ("" for none).
 
         Lowest-ranked items are dropped first; the kept ones are written oldest
         first so the conversation reads in order.  ``result.dropped`` lists the ids
         left out and ``result.report()`` says so in one line.
         """
-        budget = self.max_tokens if max_tokens is None else int(max_tokens)
+        budget = self.max_tokens if max_tokens is None else check_limit(max_tokens, "max_tokens")
+        header = check_text(header, "header", allow_empty=True)
         used = self.token_counter(header) if header else 0
         kept: list[ContextItem] = []
         dropped: list[str] = []

@@ -27,6 +27,7 @@ from ..config import Settings
 from ..errors import EmbedderError, InvalidInput
 from ..store import READ_COLUMNS, Store
 from ..validation import (
+    check_flag,
     check_limit,
     check_name,
     check_text,
@@ -387,6 +388,7 @@ class Retriever:
         """
         s = self._settings_of(settings)
         session_id = check_name(session_id, "session_id")
+        explain = check_flag(explain, "explain")
         ns = self._namespace(namespace)
         p = _context_parameters(
             s,

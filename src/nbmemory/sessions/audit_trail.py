@@ -17,7 +17,7 @@ import datetime as dt
 import pandas as pd
 
 from ..core import Core
-from ..validation import check_limit, check_name
+from ..validation import check_flag, check_limit, check_name
 
 
 class Audit:
@@ -40,7 +40,7 @@ class Audit:
         """Apply the audit retention (``audit_retention_days``, 90); returns rows (to be) deleted."""
         days = self.core.settings.audit_retention_days
         cutoff = self.core.clock() - dt.timedelta(days=days)
-        if dry_run:
+        if check_flag(dry_run, "dry_run"):
             return self.core.store.audit.count_older(cutoff)
         with self.core.writer.transaction() as tx:
             removed = tx.store.audit.delete_older(cutoff)

@@ -321,6 +321,7 @@ class Sessions:
         self, session_id: str, *, namespace: str | None = None, reopen: bool = False
     ) -> Session:
         """Mark a session used now (reopened with ``reopen``) and return it as stored."""
+        reopen = check_flag(reopen, "reopen")
         ns = self.core.ns(namespace)
         session_id = check_name(session_id, "session_id")
         now = self.core.clock()
@@ -365,6 +366,7 @@ class Sessions:
     ) -> Session:
         """Persist a session's state (merged into the saved one unless ``merge=False``)."""
         limits = self.core.settings.payload_limits
+        merge = check_flag(merge, "merge")
         dump_state(state, limits)  # a refused state changes nothing, not even last_activity
         saved = self.get(session_id, namespace=namespace)
         text = dump_state({**saved.state, **state} if merge else dict(state), limits)
@@ -417,7 +419,8 @@ class Sessions:
         """
         ns = self.core.ns(namespace)
         session_id = check_name(session_id, "session_id")
-        events = check_flag(events, "events") or check_flag(forget, "forget")
+        forget = check_flag(forget, "forget")
+        events = check_flag(events, "events") or forget
         with self.core.writer.transaction() as tx:
             removed: list[str] = []
             if events:
@@ -515,6 +518,8 @@ class Sessions:
         ``closed``, or ``untracked`` for session ids that only appear on events),
         events (count), created_at, last_activity, expires_at, closed_at, state.
         """
+        all_namespaces = check_flag(all_namespaces, "all_namespaces")
+        include_untracked = check_flag(include_untracked, "include_untracked")
         frame = self.core.store.sessions.with_events(
             None if all_namespaces else self.core.ns(namespace)
         )
@@ -548,7 +553,8 @@ class Sessions:
         ``dry_run=True`` returns the same frame and deletes nothing.  Only session
         rows go; their memories (events) stay.
         """
-        ns = None if all_namespaces else self.core.ns(namespace)
+        dry_run = check_flag(dry_run, "dry_run")
+        ns = None if check_flag(all_namespaces, "all_namespaces") else self.core.ns(namespace)
         ttl_hours = self.core.settings.session_ttl_hours
         cutoff = self.core.clock() - dt.timedelta(hours=ttl_hours)
         frame = self.core.store.sessions.expired(cutoff, ns)

@@ -85,8 +85,11 @@ from ..core import Core
 from ..errors import InvalidInput, SessionNotFound
 from ..event_rows import build_row, plain
 from ..store.schema import EVENTS, SESSIONS
+from ..store.sessions import ACTIVE, CLOSED
 from ..validation import (
+    MAX_NAME_BYTES,
     JsonLimits,
+    check_flag,
     check_name,
     check_path,
     check_text,
@@ -292,7 +295,7 @@ def _event_row(core: Core, item: Any, index: int, namespace: str | None) -> dict
     if missing:
         raise InvalidInput(f"events[{index}] lacks {', '.join(missing)}")
     try:
-        for name in ("created_at", "updated_at", "consolidated_at", "metadata", "tool_calls_json"):
+        for name in (*_TIME_FIELDS, "metadata", "tool_calls_json", "embedding_error"):
             value = item.get(name)
             if value is not None and not isinstance(value, str):
                 raise InvalidInput(f"{name} must be text or null, got {value!r}")
@@ -415,7 +418,9 @@ def _session_row(
             row["namespace"] = namespace
         check_name(row["namespace"], "namespace")
         check_name(row["session_id"], "session_id")
-        check_text(row["user_id"], "user_id", allow_empty=True)
+        check_text(row["user_id"], "user_id", allow_empty=True, max_bytes=MAX_NAME_BYTES)
+        if row["status"] not in (ACTIVE, CLOSED):
+            raise InvalidInput(f"status must be {ACTIVE!r} or {CLOSED!r}, got {row['status']!r}")
         if not isinstance(load_json(row["state"], "state", limits), dict):
             raise InvalidInput(f"state must be a JSON object, got {row['state'][:60]!r}")
         for name in _SESSION_TIME_FIELDS:
@@ -570,7 +575,7 @@ class Transfer:
             path,
             namespace=self.core.ns(namespace),
             session_id=None if session_id is None else check_name(session_id, "session_id"),
-            progress=progress,
+            progress=check_flag(progress, "progress"),
         )
 
     def import_json(
@@ -585,4 +590,6 @@ class Transfer:
         ``namespace`` puts every row in that namespace (default: the namespaces in the file).
         """
         target = None if namespace is None else check_name(namespace, "namespace")
-        return import_json(self.core, path, namespace=target, progress=progress)
+        return import_json(
+            self.core, path, namespace=target, progress=check_flag(progress, "progress")
+        )

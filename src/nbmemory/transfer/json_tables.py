@@ -28,7 +28,15 @@ from ..core import Core
 from ..errors import InvalidInput
 from ..store.schema import FACTS, MACROS, SCHEDULED_TASKS, TERMINAL_ALLOWED_PREFIXES
 from ..store.writer import Tx
-from ..validation import check_name, check_text, check_unit_interval, is_missing, shown, to_utc
+from ..validation import (
+    check_cron,
+    check_name,
+    check_text,
+    check_unit_interval,
+    is_missing,
+    shown,
+    to_utc,
+)
 
 #: The four tables, in the order they appear in the file.
 TABLES = ("facts", "macros", "scheduled_tasks", "terminal_allowed_prefixes")
@@ -74,7 +82,7 @@ def _time(item: dict[str, Any], name: str, *, required: bool = True) -> dt.datet
         if required:
             raise InvalidInput(f"{name} is required")
         return None
-    if not isinstance(value, str):
+    if not isinstance(value, (str, dt.datetime)):  # (a datetime: read from SQLite)
         raise InvalidInput(f"{name} must be ISO-8601 text, got {shown(value)}")
     return to_utc(value, name)
 
@@ -130,11 +138,7 @@ def _macro(item: dict[str, Any], core: Core) -> dict[str, Any]:
 
 
 def _task(item: dict[str, Any], core: Core) -> dict[str, Any]:
-    from croniter import croniter
-
-    cron = item.get("cron_expr")
-    if not isinstance(cron, str) or not croniter.is_valid(cron):
-        raise InvalidInput(f"cron_expr is not a cron expression: {shown(cron)}")
+    cron = check_cron(item.get("cron_expr"), "cron_expr")
     source = item.get("source")
     if source not in TASK_SOURCES:
         raise InvalidInput(f"source must be one of {TASK_SOURCES}, got {shown(source)}")
@@ -175,6 +179,12 @@ _CHECKS: dict[str, Callable[[dict[str, Any], Core], dict[str, Any]]] = {
 }
 
 
+def check_row(table: str, item: dict[str, Any], core: Core) -> dict[str, Any]:
+    """One row of ``table`` (one of :data:`TABLES`) checked as the API that makes it
+    checks it, its namespace aside; an export's or another agent's database's."""
+    return _CHECKS[table](item, core)
+
+
 def read_tables(
     core: Core, document: dict[str, Any], namespace: str | None
 ) -> dict[str, list[dict[str, Any]]]:
@@ -191,7 +201,7 @@ def read_tables(
             if not isinstance(item, dict):
                 raise InvalidInput(f"{where} is not an object")
             try:
-                row = _CHECKS[table](item, core)
+                row = check_row(table, item, core)
                 if table != "terminal_allowed_prefixes":
                     row["namespace"] = namespace or check_name(item.get("namespace"), "namespace")
             except (InvalidInput, ValueError) as exc:

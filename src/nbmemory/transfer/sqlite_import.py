@@ -24,6 +24,7 @@ from ..errors import InvalidInput
 from ..event_rows import build_row
 from ..store.sqlite_source import read_sqlite
 from ..validation import check_path, to_utc
+from .json_tables import check_row
 
 _FRACTION_RE = re.compile(r"(\.\d{6})\d+")
 
@@ -126,10 +127,10 @@ class SqliteImport:
                 raw_events[str(row.get("id"))] = row
         report.store_dim = int(core.embedder.dim)
         events, vectors, reasons = self._events(raw_events, ns, report)
-        facts = [_fact_row(r, ns) for r in source.get("facts", [])]
-        macros = [_macro_row(r, ns) for r in source.get("macros", [])]
-        tasks = [_task_row(r, ns) for r in source.get("scheduled_tasks", [])]
-        prefixes = [_prefix_row(r) for r in source.get("terminal_allowed_prefixes", [])]
+        facts = [_fact_row(r, ns, core) for r in source.get("facts", [])]
+        macros = [_macro_row(r, ns, core) for r in source.get("macros", [])]
+        tasks = [_task_row(r, ns, core) for r in source.get("scheduled_tasks", [])]
+        prefixes = [_prefix_row(r, core) for r in source.get("terminal_allowed_prefixes", [])]
         with core.writer.transaction() as tx:
             found = tx.events.existing(r["id"] for r in events)
             events = _new(report, "events", events, lambda r: r["id"] in found)
@@ -301,55 +302,69 @@ def _int_id(raw: dict[str, Any], table: str) -> int:
         raise InvalidInput(f"{table} row without an integer id: {raw!r}") from None
 
 
-def _fact_row(raw: dict[str, Any], ns: str) -> dict[str, Any]:
+def _checked(table: str, row: dict[str, Any], core: Core, where: str) -> dict[str, Any]:
+    """``row`` checked as the API that makes it checks it (what an export's rows pass)."""
+    try:
+        checked = check_row(table, row, core)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc}") from None
+    if "namespace" in row:
+        checked["namespace"] = row["namespace"]
+    return checked
+
+
+def _fact_row(raw: dict[str, Any], ns: str, core: Core) -> dict[str, Any]:
     ident = _int_id(raw, "facts")
     where = f"facts row {ident}"
     created = _time(raw.get("created_at"), f"{where}: created_at")
-    return {
+    row = {
         "id": ident,
         "namespace": ns,
-        "category": _text(raw.get("category")) or "",
-        "key": _text(raw.get("key")) or "",
-        "value": _text(raw.get("value")) or "",
+        "category": _text(raw.get("category")),
+        "key": _text(raw.get("key")),
+        "value": _text(raw.get("value")),
         "source": _text(raw.get("source")) or "",
         "created_at": created,
         "updated_at": _time(raw.get("updated_at"), f"{where}: updated_at", required=False)
         or created,
     }
+    return _checked("facts", row, core, where)
 
 
-def _macro_row(raw: dict[str, Any], ns: str) -> dict[str, Any]:
+def _macro_row(raw: dict[str, Any], ns: str, core: Core) -> dict[str, Any]:
     ident = _int_id(raw, "macros")
     where = f"macros row {ident}"
     created = _time(raw.get("created_at"), f"{where}: created_at")
-    return {
+    confidence, used = raw.get("confidence"), raw.get("used_count")
+    row = {
         "id": ident,
         "namespace": ns,
-        "trigger_tool": _text(raw.get("trigger_tool")) or "",
+        "trigger_tool": _text(raw.get("trigger_tool")),
         "trigger_args_pattern": _text(raw.get("trigger_args_pattern")),
-        "next_tool": _text(raw.get("next_tool")) or "",
+        "next_tool": _text(raw.get("next_tool")),
         "next_args": _text(raw.get("next_args")) or "",
-        "confidence": float(raw.get("confidence") or 0.0),
-        "used_count": int(raw.get("used_count") or 0),
+        "confidence": 0.0 if confidence is None else confidence,
+        "used_count": 0 if used is None else used,
         "created_at": created,
         "updated_at": _time(raw.get("updated_at"), f"{where}: updated_at", required=False)
         or created,
     }
+    return _checked("macros", row, core, where)
 
 
-def _task_row(raw: dict[str, Any], ns: str) -> dict[str, Any]:
+def _task_row(raw: dict[str, Any], ns: str, core: Core) -> dict[str, Any]:
     ident = _text(raw.get("id"))
     if not ident:
         raise InvalidInput("a scheduled_tasks row has no id")
     where = f"scheduled_tasks row {ident!r}"
     created = _time(raw.get("created_at"), f"{where}: created_at")
-    return {
+    row = {
         "id": ident,
         "namespace": ns,
-        "name": _text(raw.get("name")) or "",
-        "cron_expr": _text(raw.get("cron_expr")) or "",
+        "name": _text(raw.get("name")),
+        "cron_expr": _text(raw.get("cron_expr")),
         "original_schedule": _text(raw.get("original_schedule")) or "",
-        "prompt": _text(raw.get("prompt")) or "",
+        "prompt": _text(raw.get("prompt")),
         "source": _text(raw.get("source")) or "tool",
         "is_oneshot": bool(raw.get("is_oneshot") or 0),
         "is_paused": bool(raw.get("is_paused") or 0),
@@ -360,13 +375,17 @@ def _task_row(raw: dict[str, Any], ns: str) -> dict[str, Any]:
         "updated_at": _time(raw.get("updated_at"), f"{where}: updated_at", required=False)
         or created,
     }
+    return _checked("scheduled_tasks", row, core, where)
 
 
-def _prefix_row(raw: dict[str, Any]) -> dict[str, Any]:
+def _prefix_row(raw: dict[str, Any], core: Core) -> dict[str, Any]:
     prefix = _text(raw.get("prefix"))
-    if not prefix:
+    if not prefix or not prefix.strip():
         raise InvalidInput("a terminal_allowed_prefixes row has no prefix")
-    return {
-        "prefix": prefix,
+    row = {
+        "prefix": " ".join(prefix.split()),  # as mem.prefixes.add keeps it
         "created_at": _time(raw.get("created_at"), "terminal_allowed_prefixes", required=False),
     }
+    return _checked(
+        "terminal_allowed_prefixes", row, core, f"terminal_allowed_prefixes row {prefix!r}"
+    )
