@@ -63,7 +63,7 @@ from .sessions.lifecycle import Sessions
 from .store import Store, open_store
 from .transfer.json_files import Transfer
 from .transfer.sqlite_import import SqliteImport
-from .validation import check_name, check_unit_interval
+from .validation import check_name, check_unit_interval, store_address
 
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
 
@@ -81,7 +81,8 @@ class Memory(AstreusNames, OlderNames):
     >>> mem.facts.get("user", "language")["value"]
     'TypeScript'
 
-    ``path`` defaults to ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``.  ``embedder``
+    ``path`` (a leading ``~`` is the home folder) defaults to ``$NBMEMORY_PATH`` or
+    ``./nbmemory.duckdb``.  ``embedder``
     is ``None`` (all-MiniLM-L6-v2 through fastembed, or ``Settings.embedding_model``),
     a model name, ``"hash"`` (the offline test embedder), an
     :class:`~nbmemory.retrieval.Embedder`, or any callable ``list[str] -> array``.
@@ -173,7 +174,7 @@ class Memory(AstreusNames, OlderNames):
         config: str | os.PathLike[str] | bool | None = None,
         **overrides: Any,
     ) -> None:
-        store_path = str(path) if path is not None else default_store_path()
+        store_path = store_address(default_store_path() if path is None else path)
         self._config: ConfigFile | None = _config_file(config, store_path)
         settings = config_file.merged(self._config, settings, overrides)
         rerank = as_reranker(reranker)

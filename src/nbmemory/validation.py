@@ -98,6 +98,27 @@ def check_path(value: Any, name: str = "path") -> str:
     return value
 
 
+def store_address(value: Any) -> str:
+    """Where a store is, as ``Memory`` or ``--store`` is given it: a file path,
+    ``":memory:"`` or a backend's address (``ducklake:...``), as the one ``str`` every
+    later step uses.
+
+    A leading ``~`` is expanded here, once, as the shell would: DuckDB expands it when
+    it opens the file, but nbmemory's checks and the files it makes beside the store
+    go through ``os.path``, which does not (``Memory('~/agent.duckdb')`` raised a raw
+    ``FileNotFoundError`` after leaving ``$HOME/agent.duckdb`` and a temporary file
+    there).  A ``~name`` that is no user's stays a folder of that name, made absolute
+    (DuckDB would read ``~name/...`` as ``$HOME`` followed by ``name``).  Empty paths,
+    NUL bytes and the like are refused when the store opens
+    (:func:`nbmemory.store.files.check_store_path`).
+    """
+    value = str(value)
+    if value.startswith("~"):
+        expanded = os.path.expanduser(value)
+        value = os.path.abspath(value) if expanded.startswith("~") else expanded
+    return value
+
+
 def check_names(values: Any, name: str) -> list[str]:
     """A list of names (ids, queries ...): one str is refused, so is a non-list."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, set, frozenset)):
