@@ -1,4 +1,4 @@
-"""Store paths under the home folder: ``~/agent.duckdb``.
+"""Store paths as people write them: ``~/agent.duckdb``, bytes, and what is no path.
 
 DuckDB expands a leading ``~`` itself; nbmemory's own checks and the files it makes
 beside a store (the new file it links into place, lock files, saved indexes) did
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from child_process import child_env
 
-from nbmemory import Memory, StoreError
+from nbmemory import InvalidInput, Memory, StoreError
 from nbmemory.store.lake import transfer
 
 
@@ -113,3 +113,56 @@ def test_the_command_line_expands_the_home_folder_of_store(home, tmp_path):
     assert not _left_over(home, work) and os.listdir(work) == []
     with Memory(str(home / "imported.duckdb"), embedder="hash", read_only=True) as mem:
         assert mem.events()["content"].tolist() == ["imported at home"]
+
+
+# -- what a path is --------------------------------------------------------------------------
+def test_a_path_given_as_bytes_is_the_same_store(home):
+    path = home / "agent.duckdb"
+    with Memory(os.fsencode(path), embedder="hash") as mem:
+        assert mem.path == str(path)
+        mem.add_event("s", "user", "opened by bytes")
+    with Memory(b"~/agent.duckdb", embedder="hash", read_only=True) as mem:
+        assert mem.events()["content"].tolist() == ["opened by bytes"]
+    assert os.listdir(Path.cwd()) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [5, 2.5, True, ["agent.duckdb"], object()],
+    ids=["int", "float", "bool", "list", "object"],
+)
+def test_what_is_no_path_is_refused_in_one_line_and_makes_no_file(home, path):
+    with pytest.raises(InvalidInput, match="must be a file path") as refused:
+        Memory(path, embedder="hash")
+    assert "\n" not in str(refused.value)
+    assert os.listdir(Path.cwd()) == [] and os.listdir(home) == []
+
+
+@pytest.mark.parametrize(
+    "path", ["a\udc80b.duckdb", b"a\x80b.duckdb"], ids=["lone surrogate", "undecodable byte"]
+)
+def test_a_name_that_is_not_unicode_is_refused_in_one_line_and_makes_no_file(home, path):
+    with pytest.raises(InvalidInput, match="is not valid Unicode") as refused:
+        Memory(path, embedder="hash")
+    assert "\n" not in str(refused.value)
+    assert os.listdir(Path.cwd()) == [] and os.listdir(home) == []
+
+
+def test_memory_and_paths_still_open_as_before(home):
+    with Memory(":memory:", embedder="hash") as mem:
+        assert mem.path == ":memory:" and mem.add_event("s", "user", "hi").id
+    with Memory(Path("agent.duckdb"), embedder="hash") as mem:
+        assert mem.path == "agent.duckdb"  # a relative path stays as given
+    assert (Path.cwd() / "agent.duckdb").is_file()
+
+
+@pytest.mark.slow
+def test_the_command_line_refuses_a_store_name_that_is_not_unicode(home):
+    work = Path.cwd()
+    done = _cli("demo", "--store", os.fsencode(work / "a\udc80b.duckdb"), "--embedder", "hash",
+                home=home, cwd=work)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith("nbmemory: error: the store path ") and (
+        done.stderr.count("\n") == 1
+    ), done.stderr
+    assert os.listdir(work) == []

@@ -81,8 +81,8 @@ class Memory(AstreusNames, OlderNames):
     >>> mem.facts.get("user", "language")["value"]
     'TypeScript'
 
-    ``path`` (a leading ``~`` is the home folder) defaults to ``$NBMEMORY_PATH`` or
-    ``./nbmemory.duckdb``.  ``embedder``
+    ``path`` (a ``str``, ``pathlib.Path`` or ``bytes``; a leading ``~`` is the home
+    folder) defaults to ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``.  ``embedder``
     is ``None`` (all-MiniLM-L6-v2 through fastembed, or ``Settings.embedding_model``),
     a model name, ``"hash"`` (the offline test embedder), an
     :class:`~nbmemory.retrieval.Embedder`, or any callable ``list[str] -> array``.
@@ -158,7 +158,7 @@ class Memory(AstreusNames, OlderNames):
 
     def __init__(
         self,
-        path: str | None = None,
+        path: str | os.PathLike[str] | bytes | None = None,
         *,
         embedder: Any = None,
         settings: Settings | None = None,
