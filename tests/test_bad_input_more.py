@@ -221,7 +221,7 @@ def test_memory_refuses_options_of_the_wrong_type(store_path, options, words):
 
 def test_memory_refuses_a_path_that_is_not_one(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(InvalidInput, match="path must be a file path"):
+    with pytest.raises(InvalidInput, match="the store must be a file path"):
         Memory(5, embedder="hash")
     assert list(tmp_path.iterdir()) == []
 

@@ -63,7 +63,14 @@ from .sessions.lifecycle import Sessions
 from .store import Store, open_store
 from .transfer.json_files import Transfer
 from .transfer.sqlite_import import SqliteImport
-from .validation import check_flag, check_name, check_timeout, check_unit_interval, shown
+from .validation import (
+    check_flag,
+    check_name,
+    check_timeout,
+    check_unit_interval,
+    shown,
+    store_address,
+)
 
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
 
@@ -81,7 +88,8 @@ class Memory(AstreusNames, OlderNames):
     >>> mem.facts.get("user", "language")["value"]
     'TypeScript'
 
-    ``path`` defaults to ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``.  ``embedder``
+    ``path`` (a ``str``, ``pathlib.Path`` or ``bytes``; a leading ``~`` is the home
+    folder) defaults to ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``.  ``embedder``
     is ``None`` (all-MiniLM-L6-v2 through fastembed, or ``Settings.embedding_model``),
     a model name, ``"hash"`` (the offline test embedder), an
     :class:`~nbmemory.retrieval.Embedder`, or any callable ``list[str] -> array``.
@@ -157,7 +165,7 @@ class Memory(AstreusNames, OlderNames):
 
     def __init__(
         self,
-        path: str | None = None,
+        path: str | os.PathLike[str] | bytes | None = None,
         *,
         embedder: Any = None,
         settings: Settings | None = None,
@@ -173,9 +181,9 @@ class Memory(AstreusNames, OlderNames):
         config: str | os.PathLike[str] | bool | None = None,
         **overrides: Any,
     ) -> None:
-        _check_options(path, settings, read_only, shared, adopt, token_counter)
+        _check_options(settings, read_only, shared, adopt, token_counter)
         actor = check_name(actor, "actor")
-        store_path = str(path) if path is not None else default_store_path()
+        store_path = store_address(default_store_path() if path is None else path)
         self._config: ConfigFile | None = _config_file(config, store_path)
         settings = config_file.merged(self._config, settings, overrides)
         rerank = as_reranker(reranker)
@@ -502,14 +510,11 @@ class Memory(AstreusNames, OlderNames):
 
 
 def _check_options(
-    path: Any, settings: Any, read_only: Any, shared: Any, adopt: Any, token_counter: Any
+    settings: Any, read_only: Any, shared: Any, adopt: Any, token_counter: Any
 ) -> None:
     """Refuse an argument of the wrong type before anything opens: a ``read_only="no"``
-    would open the store read-only (a truthy text), a ``settings="x"`` fail half-way."""
-    if path is not None and not isinstance(path, (str, os.PathLike)):
-        raise InvalidInput(
-            f"path must be a file path, ':memory:', a 'ducklake:' address or None, got {shown(path)}"
-        )
+    would open the store read-only (a truthy text), a ``settings="x"`` fail half-way
+    (the path is :func:`~nbmemory.validation.store_address`'s)."""
     if settings is not None and not isinstance(settings, Settings):
         raise InvalidInput(
             f"settings must be an nbmemory.Settings or None, got {type(settings).__name__}; "

@@ -149,6 +149,45 @@ def check_path(value: Any, name: str = "path") -> str:
     return value
 
 
+def store_address(value: Any) -> str:
+    """Where a store is, as ``Memory`` or ``--store`` is given it: a file path (``str``,
+    ``os.PathLike`` or ``bytes``), ``":memory:"`` or a backend's address
+    (``ducklake:...``), as the one ``str`` every later step uses.
+
+    A leading ``~`` is expanded here, once, as the shell would: DuckDB expands it when
+    it opens the file, but nbmemory's checks and the files it makes beside the store
+    go through ``os.path``, which does not (``Memory('~/agent.duckdb')`` raised a raw
+    ``FileNotFoundError`` after leaving ``$HOME/agent.duckdb`` and a temporary file
+    there).  A ``~name`` that is no user's stays a folder of that name, made absolute
+    (DuckDB would read ``~name/...`` as ``$HOME`` followed by ``name``).
+    Bytes are decoded as the file system names them (:func:`os.fsdecode`).  A name
+    that is not valid Unicode (a lone surrogate, as an undecodable byte decodes to)
+    is refused: DuckDB cannot open it.  Empty paths, NUL bytes and the like are
+    refused when the store opens (:func:`nbmemory.store.files.check_store_path`).
+    """
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, bytes):
+        value = os.fsdecode(value)
+    if not isinstance(value, str):
+        raise InvalidInput(
+            "the store must be a file path (str, pathlib.Path or bytes), ':memory:' or a "
+            f"ducklake: address, got {shown(value)}"
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"the store path {value!r} is not valid Unicode (a lone surrogate at position "
+            f"{exc.start}, as a byte the file system cannot decode becomes); DuckDB cannot "
+            "open it: rename the file, or pass another path"
+        ) from None
+    if value.startswith("~"):
+        expanded = os.path.expanduser(value)
+        value = os.path.abspath(value) if expanded.startswith("~") else expanded
+    return value
+
+
 def check_names(values: Any, name: str) -> list[str]:
     """A list of names (ids, queries ...): one str is refused, so is a non-list."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, set, frozenset)):

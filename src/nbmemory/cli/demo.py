@@ -6,7 +6,7 @@ import argparse
 
 from ..retrieval.embedders import resolve_embedder
 from .state import check_model
-from .stores import check_shared, opened
+from .stores import check_shared, opened, store_path
 
 DEMO_CONVERSATION = [
     ("user", "Hi! My name is John and I love TypeScript.", None),
@@ -26,7 +26,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     nothing: it says so and shows the same context.  The model is loaded before the
     store is opened: without one the demo fails and leaves no store behind.
     """
-    path = args.store or ":memory:"
+    path = store_path(args, ":memory:")
     check_shared(args, path)  # bad usage is said before the model loads
     embedder = resolve_embedder(args.embedder)
     check_model(embedder)

@@ -208,7 +208,7 @@ def cmd_state_import(args: argparse.Namespace) -> int:
     """Import an export file (into a new store too); rows already present are skipped."""
     if not Path(args.input).expanduser().is_file():
         raise InvalidInput(f"no export file {args.input}; pass --input FILE made by state export")
-    if not Path(store_path(args)).expanduser().exists():
+    if not Path(store_path(args)).exists():
         read_export(args.input)  # a file that is no export makes no new store
     with _open(args, create=True) as mem:
         summary = mem.transfer.import_json(args.input, namespace=args.namespace, progress=True)
@@ -381,7 +381,7 @@ def _store_health(mem: Memory, status: dict[str, Any]) -> tuple[str, str, str, l
     )
     more = [f"backend: {mem.store.backend}", f"configuration file: {mem.config_file or 'none'}"]
     if mem.store.backend == "file" and mem.store.path != ":memory:":
-        size = Path(mem.store.path).expanduser().stat().st_size
+        size = Path(mem.store.path).stat().st_size
         more.append(f"size on disk: {size:,} bytes")
     return ("store", "ok", detail, more)
 

@@ -21,7 +21,6 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from ..config import default_store_path
@@ -29,14 +28,17 @@ from ..errors import InvalidInput, StoreLocked
 from ..memory import Memory
 from ..retrieval.index_cache import SUFFIX as INDEX_SUFFIX
 from ..store import SharedStore, is_lake_url, openers
+from ..validation import store_address
 
 #: What a store file brings beside it (the openers' sidecar goes by itself).
 COMPANIONS = (".wal", INDEX_SUFFIX, ".nbmemory-lock", ".nbmemory-lock.tickets")
 
 
 def store_path(args: argparse.Namespace, default: str | None = None) -> str:
-    """``--store``, else ``default``, else ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``."""
-    return str(args.store or default or default_store_path())
+    """``--store``, else ``default``, else ``$NBMEMORY_PATH`` or ``./nbmemory.duckdb``, with
+    a leading ``~`` expanded (:func:`~nbmemory.validation.store_address`): the command's
+    own checks of the path, and its removal of a store it made, look where DuckDB opens."""
+    return store_address(args.store or default or default_store_path())
 
 
 def check_shared(args: argparse.Namespace, path: str) -> None:
@@ -66,7 +68,7 @@ def opened(
     check_shared(args, path)
     shared = getattr(args, "shared", None)
     is_file = path != ":memory:" and not is_lake_url(path)
-    if must_exist and is_file and not Path(path).expanduser().exists():
+    if must_exist and is_file and not os.path.exists(path):
         raise InvalidInput(
             f"no store at {path}; pass --store PATH or set NBMEMORY_PATH to an nbmemory file"
         )
@@ -102,8 +104,7 @@ def opened(
 
 def _present(path: str) -> set[str]:
     """Which of the store and its companions exist ("" is the store itself)."""
-    base = os.path.expanduser(path)
-    return {part for part in ("", *COMPANIONS) if os.path.lexists(base + part)}
+    return {part for part in ("", *COMPANIONS) if os.path.lexists(path + part)}
 
 
 def _remove_made(path: str, before: set[str], mem: Memory | None) -> None:
@@ -117,9 +118,8 @@ def _remove_made(path: str, before: set[str], mem: Memory | None) -> None:
                 if isinstance(mem.store, SharedStore) and mem.store.written_elsewhere():
                     _kept(path, "another process wrote to it meanwhile")
                     return
-            base = os.path.expanduser(path)
             for part in ("", *COMPANIONS):
-                target = base + part
+                target = path + part
                 if part in before or not os.path.lexists(target):
                     continue
                 with contextlib.suppress(OSError):

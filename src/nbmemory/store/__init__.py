@@ -14,7 +14,8 @@
 * :mod:`.shared` — :class:`SharedStore`: several processes taking turns on a file;
 * :mod:`.lake` — :class:`LakeStore`: many processes and hosts at once on DuckLake;
 * :mod:`.schema` and :mod:`.migrations` — the tables as they are, and how they
-  came to be (numbered migrations recorded in the file);
+  came to be (numbered migrations recorded in the file); :mod:`.ownership` — whose
+  file it is, decided before the migrations write a byte;
 * the table objects — ``store.events``, ``store.vectors``, ``store.archive`` (events
   a compacting consolidation moved out), ``store.facts``, ``store.macros``,
   ``store.tasks``, ``store.prefixes``, ``store.sessions``, ``store.audit``;

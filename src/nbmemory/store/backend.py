@@ -125,11 +125,18 @@ class TableHost(Protocol):
 
 
 class CatalogView(Protocol):
-    """``store.catalog``: which tables the store holds and the version it records."""
+    """``store.catalog``: which tables the store holds (and what else, for whose file it is)
+    and the version it records."""
 
     def tables(self) -> list[str]: ...
 
     def table_exists(self, name: str) -> bool: ...
+
+    def objects(self) -> list[tuple[str, str, str]]: ...
+
+    def columns(self, table: str) -> list[str]: ...
+
+    def primary_key(self, table: str) -> list[str]: ...
 
     def schema_version(self) -> int: ...
 

@@ -101,7 +101,7 @@ def check_store_path(path: str, *, read_only: bool = False) -> None:
     if "\x00" in path:
         raise StoreError(f"the store path {path!r} contains a NUL byte; pass a valid file name")
     try:
-        target = Path(path).expanduser()
+        target = Path(path)  # a leading ~ was expanded where the path came in
         parent = target.resolve().parent
         if parent.exists() and not parent.is_dir():
             raise StoreError(

@@ -19,18 +19,16 @@ import duckdb
 from ..config import DEFAULT_MODEL
 from ..errors import StoreError
 from .backend import MigratingStore
+from .ownership import FORMAT, LEGACY_MESSAGES, legacy_messages, owner
 from .shape import check_columns
 
 #: Version of the file format written in ``nbmemory_meta`` (readers refuse newer ones).
 SCHEMA_VERSION = 4
-#: The marker ``nbmemory_meta.format`` holds in every nbmemory file.
-FORMAT = "nbmemory"
 
 Migration = Callable[[MigratingStore], None]
 MIGRATIONS: list[Migration] = []
 
-# The Rust agent's v0.8 table, before ``events`` replaced it (kept, renamed, after copying).
-LEGACY_MESSAGES = "messages"
+# The Rust agent's v0.8 table is kept, renamed, after its rows are copied into ``events``.
 LEGACY_RENAMED = "messages_migrated"
 
 
@@ -47,75 +45,24 @@ def applied(store: MigratingStore) -> set[str]:
     return {row[0] for row in store.run("SELECT name FROM nbmemory_migrations")}
 
 
-#: Tables of nbmemory's own (a foreign file using one of these names is never adopted).
-OWN_TABLES = frozenset(
-    {
-        "nbmemory_meta",
-        "nbmemory_migrations",
-        "events",
-        "event_vectors",
-        "event_archive",
-        "event_vector_archive",
-        "facts",
-        "fact_history",
-        "macros",
-        "scheduled_tasks",
-        "terminal_allowed_prefixes",
-        "sessions",
-        "audit_log",
-    }
-)
-#: What the Rust agent's v0.8 store may hold: it is migrated, not refused.
-LEGACY_TABLES = frozenset(
-    {LEGACY_MESSAGES, "facts", "macros", "scheduled_tasks", "terminal_allowed_prefixes"}
-)
-
-
 def check_file(store: MigratingStore, *, adopt: bool = False) -> None:
     """Refuse, before a byte is written, a file nbmemory must not change.
 
-    Ours: a file with ``nbmemory_meta`` of this version or older, an empty file,
-    or the Rust agent's v0.8 store (a ``messages`` table, migrated).  Refused: a
-    file written by a newer nbmemory, and any other application's DuckDB file
-    (unless ``adopt=True`` asks to add nbmemory's tables beside its own, and no
-    table name clashes).
+    Whose file it is, :func:`.ownership.owner` decides: another application's DuckDB
+    file is refused (unless ``adopt=True`` asks to add nbmemory's tables beside its
+    own, and no name clashes).  Of nbmemory's own, one written by a newer nbmemory is
+    refused too.
     """
-    tables = set(store.catalog.tables())
-    if "nbmemory_meta" in tables:
+    if owner(store, adopt=adopt) == "nbmemory":
         _check_version(store)
-        return
-    if not tables or (LEGACY_MESSAGES in tables and tables <= LEGACY_TABLES):
-        return
-    listed = ", ".join(sorted(tables)[:6]) + (" ..." if len(tables) > 6 else "")
-    clash = sorted(tables & OWN_TABLES)
-    if adopt and not clash:
-        return
-    if adopt:
-        raise StoreError(
-            f"{store.path} is another application's DuckDB file with its own "
-            f"{', '.join(clash)} table(s); nothing was changed. Use another path for nbmemory."
-        )
-    raise StoreError(
-        f"{store.path} is another application's DuckDB file (tables: {listed}); nothing was "
-        "changed. Pass a new file name, or Memory(path, adopt=True) to add nbmemory's "
-        "tables beside the others."
-    )
 
 
 def check_readable(store: MigratingStore) -> None:
     """A file opened read-only must be nbmemory's, migrated to this version's tables
     (a newer one is readable as far as it goes; an older one cannot be upgraded
     without a write)."""
-    tables = set(store.catalog.tables())
-    if not tables:
+    if owner(store, read_only=True) == "new":
         return
-    if "nbmemory_meta" not in tables and not (
-        LEGACY_MESSAGES in tables and tables <= LEGACY_TABLES
-    ):
-        raise StoreError(
-            f"{store.path} is not an nbmemory store (tables: {', '.join(sorted(tables)[:6])}); "
-            "pass the path of an nbmemory file"
-        )
     missing = [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in applied(store)]
     if missing:
         raise StoreError(
@@ -211,8 +158,9 @@ def m002_events_seq(store: MigratingStore) -> None:
 
 @migration
 def m003_legacy_messages(store: MigratingStore) -> None:
-    """Copy the v0.8 ``messages`` rows into ``events``, then keep the old table renamed."""
-    if store.catalog.table_exists(LEGACY_MESSAGES):
+    """Copy the v0.8 ``messages`` rows into ``events``, then keep the old table renamed
+    (a ``messages`` table of another application, in a file adopted, is left alone)."""
+    if legacy_messages(store):
         store.migrated_messages = _copy_messages(store)
 
 

@@ -224,7 +224,7 @@ def _enter(path: str, kind: str, *, read_only: bool) -> str | None:
     the entry, or None where no sidecar can be made."""
     assert fcntl is not None
     sidecar = path + SUFFIX
-    key = os.path.realpath(os.path.expanduser(sidecar))
+    key = os.path.realpath(sidecar)
     try:
         with _lock:
             entry = _entries.get(key)

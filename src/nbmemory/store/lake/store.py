@@ -50,7 +50,8 @@ from ...errors import InvalidInput, StoreError, WriteConflict
 from ..changes import Change
 from ..connection import Params, Store
 from ..lean_scan import LAKE_SCAN_MEMORY
-from ..migrations import FORMAT, SCHEMA_VERSION
+from ..migrations import SCHEMA_VERSION
+from ..ownership import FORMAT
 from ..statements import Statements
 from . import extensions, feed, fence, first_open, lake_errors, maintenance, tables, tuning
 from .keyed_writes import LakeStatements

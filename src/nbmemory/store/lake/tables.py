@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..migrations import FORMAT, MIGRATIONS, SCHEMA_VERSION
+from ..migrations import MIGRATIONS, SCHEMA_VERSION
+from ..ownership import FORMAT
 from ..schema import EVENT_ARCHIVE, EVENT_VECTOR_ARCHIVE, TABLES, Table
 
 _TYPES = {

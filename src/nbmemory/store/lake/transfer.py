@@ -35,6 +35,7 @@ import duckdb
 import pyarrow as pa
 
 from ...errors import StoreError
+from ...validation import store_address
 from .. import files
 from ..connection import Store
 from ..schema import EVENT_SEQ, EVENTS, META, TABLES, Table
@@ -80,7 +81,7 @@ def push(file: str | os.PathLike[str], url: str) -> Copied:
     A lake that already holds rows is refused (merging two stores is not a copy:
     ids and counters would clash); so is a file or a lake that is not nbmemory's.
     """
-    path = str(file)
+    path = store_address(file)  # a leading ~ expanded, as DuckDB would
     if is_lake_url(path):
         raise StoreError(
             f"push copies a DuckDB file into a lake, and {_shown(path)} is a lake; "
@@ -108,7 +109,7 @@ def pull(url: str, file: str | os.PathLike[str]) -> Copied:
     The lake is read in one transaction, so the copy is the lake as of one
     snapshot even while other processes write to it.
     """
-    path = str(file)
+    path = store_address(file)  # a leading ~ expanded, as DuckDB would
     if not is_lake_url(url):
         raise StoreError(
             f"pull copies a lake into a new file: {url!r} is not a ducklake: URL; "
