@@ -186,7 +186,12 @@ class EventLog:
         so nothing deleted can be read back from the disk (an export taken before
         stays as it was, and so do backups and copies of the file).  The saved
         indexes beside the store (``<store>.nbmemory-index/``) are removed with it:
-        they are built again from the live rows when next needed.
+        they are built again from the live rows when next needed.  Other ``Memory``
+        objects of the file in this process wait while it runs and then use the new
+        file (what they write after it is kept); one that stays busy past
+        ``$NBMEMORY_LOCK_TIMEOUT`` seconds (30) makes it refuse, nothing changed.
+        Other processes share the file only with ``shared=True``, where purge runs
+        in its turn and they open the new file at theirs.
 
         On a lake the old text lives on in every snapshot before now (time
         travel), in the Parquet files they use and in the catalog's statistics of
@@ -212,17 +217,20 @@ class EventLog:
                 f"the store {store.path} is open read-only; open it without read_only=True"
             )
         erased = 0
-        if fact_history or rotate_pseudonym_key:
-            with self.core.writer.transaction() as tx:
-                if fact_history:
-                    for ns, ids in tx.facts.erase_deleted_history().items():
-                        erased += len(ids)
-                        tx.audit("erase_fact_history", sorted({str(i) for i in ids}), ns,
-                                 {"rows": len(ids)})  # fmt: skip
-                if rotate_pseudonym_key and tx.store.meta.delete(PSEUDONYM_KEY):
-                    tx.audit("rotate_pseudonym_key", [], None)
-        before = store.stored_bytes()
-        done = store.rewrite(expire_snapshots=expire_snapshots)
+        # every other Memory of the file in this process is held still from here (refused,
+        # nothing changed, when one stays busy): they all open the new file afterwards
+        with store.rewriting():
+            if fact_history or rotate_pseudonym_key:
+                with self.core.writer.transaction() as tx:
+                    if fact_history:
+                        for ns, ids in tx.facts.erase_deleted_history().items():
+                            erased += len(ids)
+                            tx.audit("erase_fact_history", sorted({str(i) for i in ids}), ns,
+                                     {"rows": len(ids)})  # fmt: skip
+                    if rotate_pseudonym_key and tx.store.meta.delete(PSEUDONYM_KEY):
+                        tx.audit("rotate_pseudonym_key", [], None)
+            before = store.stored_bytes()
+            done = store.rewrite(expire_snapshots=expire_snapshots)
         saved = store.backend == "file" and store.path != ":memory:"
         removed = remove_saved_indexes(store.path) if saved else 0
         after = store.stored_bytes()

@@ -11,6 +11,8 @@
   DuckDB's buffer pool, and the escape hatch (plain SQL);
 * :mod:`.peers` — stores of one process open on one file, telling each other
   when they write (so each one's caches follow the other's writes);
+* :mod:`.swap` — rewriting a file in place (``purge``): every store of the process
+  on it lets go of the old file and opens the new one;
 * :mod:`.shared` — :class:`SharedStore`: several processes taking turns on a file;
 * :mod:`.lake` — :class:`LakeStore`: many processes and hosts at once on DuckLake;
 * :mod:`.schema` and :mod:`.migrations` — the tables as they are, and how they

@@ -39,8 +39,10 @@ and is registered under the address prefix that selects it
    committed since the last call (another store of this process, another process
    of a shared file, another host of a lake), so the caches follow.
 5. *Time travel, rewriting and purging* — ``snapshot`` (a lake read as it was),
-   :meth:`Backend.check_rewritable`, :meth:`Backend.rewrite` (erase deleted bytes)
-   and :meth:`Backend.stored_bytes`.
+   :meth:`Backend.check_rewritable`, :meth:`Backend.rewriting` (hold the store
+   alone while it is rewritten: on a file, every other store of the process on it
+   held still, :mod:`.swap`), :meth:`Backend.rewrite` (erase deleted bytes) and
+   :meth:`Backend.stored_bytes`.
 
 A new backend subclasses :class:`~.connection.Store` (which implements the
 contract for a private DuckDB connection) and overrides what differs; the toy
@@ -204,6 +206,8 @@ class Backend(Protocol):
 
     # 5. rewriting and purging
     def check_rewritable(self, *, expire_snapshots: bool = False) -> None: ...
+
+    def rewriting(self) -> contextlib.AbstractContextManager[None]: ...
 
     def rewrite(self, *, expire_snapshots: bool = False) -> dict[str, int]: ...
 

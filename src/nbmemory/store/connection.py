@@ -50,6 +50,7 @@ from .plain_sql import PlainSQL, fetched
 from .sessions import SessionsTable
 from .side import Side
 from .statements import FileStatements, Statements
+from .swap import FileSwap
 from .tasks import PrefixesTable, TasksTable
 from .vectors import EventVectors
 
@@ -61,7 +62,7 @@ T = TypeVar("T")
 Params = Sequence[Any] | dict[str, Any] | None
 
 
-class Store(PlainSQL):
+class Store(PlainSQL, FileSwap):
     """One open DuckDB file (or ``:memory:``) with nbmemory's schema."""
 
     #: Where the rows live: ``"file"`` (a DuckDB file) or ``"ducklake"`` (:mod:`.lake`).
@@ -144,10 +145,10 @@ class Store(PlainSQL):
             except BaseException:
                 self.close()  # a refused file is let go at once
                 raise
-        if self.backend == "file":
-            self._peer_key = peers.join(self, self.path)
-            if self.path != ":memory:":
-                self._let_go_file = files.hold(self, self.path)
+            if self.backend == "file":  # still opening: a rewrite of the file sees this store
+                self._peer_key = peers.join(self, self.path)
+        if self.on_disk:
+            self._let_go_file = files.hold(self, self.path)
 
     def _open_schema(self, *, read_only: bool, adopt: bool) -> None:
         """Check the file is ours and bring its tables up to this version."""
@@ -573,27 +574,3 @@ class Store(PlainSQL):
     def stored_bytes(self) -> int:
         """Bytes the store takes on disk (0 in memory): what :meth:`rewrite` shrinks."""
         return os.path.getsize(self.path) if self.on_disk else 0
-
-    def rewrite(self, *, expire_snapshots: bool = False) -> dict[str, int]:
-        """Rewrite the file from its live rows, so freed blocks are gone from its bytes.
-
-        DuckDB reuses the space of deleted rows but leaves their old bytes in the
-        file until something overwrites them: a deleted or changed text can still
-        be read with a hex editor.  This copies every table into a new file
-        (``COPY FROM DATABASE``) and puts it in place of the old one atomically.
-        Returns counts of what was done besides (none for a file).
-        """
-        if not self.on_disk or self.read_only:
-            return {}
-        with self._rows_held(), self._lock:
-            if self.in_transaction:
-                raise StoreError("internal: a file cannot be rewritten inside a transaction")
-            con = self._cursor()
-            fresh = files.copy_live_rows(con, self.path)
-            self._side.drop()
-            con.close()
-            self.con = None
-            files.replace_file(fresh, self.path)
-            self.con = self._connect()
-        self.mark_stale()
-        return {}

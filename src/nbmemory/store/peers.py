@@ -12,6 +12,9 @@ store, at its next read of a cache (:meth:`Store.refresh`) or its next write
 transaction, announces an unknown change to its own caches: they rebuild from
 the table (or the saved copies still valid for it), as after another process's
 write.  The price is that rebuild, paid only while two objects write one file.
+
+The same database is why a rewrite of the file (``purge``) must have every store
+of the file let go of it, not only its own: :mod:`.swap` finds them here.
 """
 
 from __future__ import annotations
@@ -39,17 +42,24 @@ _opening: dict[str, threading.RLock] = {}
 @contextlib.contextmanager
 def opening(path: str) -> Iterator[None]:
     """Hold while a store of this process opens the file at ``path`` (connects, checks
-    and migrates its schema).  Stores of one process share DuckDB's database: two
-    opening a new file at once ran the same migration in two transactions, and all
-    but one failed with DuckDB's "Catalog write-write conflict"."""
+    and migrates its schema, joins the file's stores).  Stores of one process share
+    DuckDB's database: two opening a new file at once ran the same migration in two
+    transactions, and all but one failed with DuckDB's "Catalog write-write conflict".
+    A rewrite of the file holds it too (:func:`opening_lock`)."""
     if path == ":memory:":
         yield
         return
+    with opening_lock(path):
+        yield
+
+
+def opening_lock(path: str) -> threading.RLock:
+    """The lock :func:`opening` holds for the file at ``path``.  A rewrite (``purge``,
+    :mod:`.swap`) holds it while it swaps the file, so no store of this process
+    opens the old file meanwhile, or joins the file's stores unseen."""
     key = os.path.realpath(path)
     with _lock:
-        lock = _opening.setdefault(key, threading.RLock())
-    with lock:
-        yield
+        return _opening.setdefault(key, threading.RLock())
 
 
 def join(store: Peer, path: str) -> str | None:
@@ -77,13 +87,15 @@ def leave(store: Peer, key: str | None) -> None:
 
 def wrote(store: Peer, key: str | None) -> None:
     """``store`` committed a write: mark every other store open on its file."""
-    if key is None:
-        return
-    with _lock:
-        group = _open.get(key)
-        others = [peer for peer in group if peer is not store] if group else []
-    for peer in others:
+    for peer in others(store, key):
         peer.peer_wrote = True
+
+
+def others(store: Peer, key: str | None) -> list[Peer]:
+    """The stores of this process open on the file of ``key``, ``store`` left out."""
+    with _lock:
+        group = _open.get(key) if key is not None else None
+        return [peer for peer in group if peer is not store] if group else []
 
 
 def count(key: str | None) -> int:

@@ -51,17 +51,13 @@ from typing import Any
 import duckdb
 
 from ..errors import StoreError, StoreLocked
-from . import journal, openers
+from . import journal, openers, swap
 from .changes import Change
 from .connection import Store
 from .files import check_store_path
-from .turns import FairLock, Timeout
+from .turns import FairLock, Timeout, default_lock_timeout
 
 log = logging.getLogger(__name__)
-
-#: Environment variable: seconds a shared store waits for its turn (default 30).
-ENV_LOCK_TIMEOUT = "NBMEMORY_LOCK_TIMEOUT"
-
 
 #: Environment variable: ``1`` makes ``Memory(path)`` shared unless ``shared=`` is given.
 ENV_SHARED = "NBMEMORY_SHARED"
@@ -75,18 +71,6 @@ def shared_from_env() -> bool:
     if raw in ("1", "true", "yes", "on"):
         return True
     raise StoreError(f"{ENV_SHARED}={raw!r} must be 1 or 0 (true/false)")
-
-
-def default_lock_timeout() -> float:
-    """``$NBMEMORY_LOCK_TIMEOUT`` seconds, else 30: how long a shared store waits its turn."""
-    raw = os.environ.get(ENV_LOCK_TIMEOUT, "30")
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value >= 0 or value == float("inf"):
-        raise StoreError(f"{ENV_LOCK_TIMEOUT}={raw!r} must be a number of seconds (e.g. 30)")
-    return value
 
 
 Stamp = tuple[Any, ...]
@@ -103,6 +87,11 @@ def _file_stamp(path: str) -> Stamp:
         else:
             parts.append((st.st_ino, st.st_size, st.st_mtime_ns))
     return tuple(parts)
+
+
+def _inode(stamp: Stamp | None) -> int | None:
+    """The store file's inode in ``stamp``: another when the file was replaced (purge)."""
+    return stamp[0][0] if stamp and stamp[0] else None
 
 
 class _Lease:
@@ -172,6 +161,12 @@ class _LeaseLock:
     def held_here(self) -> bool:
         """Whether the current thread holds the lock (its outermost taking drained)."""
         return getattr(self._depth, "n", 0) > 0
+
+    @property
+    def turnless(self) -> Any:
+        """The lock every taking of this one takes first, alone: held, no other thread of
+        the store can take a lease (open the file) until it is released."""
+        return self._rlock
 
     def __enter__(self) -> bool:
         return self.acquire()
@@ -303,10 +298,15 @@ class SharedStore(Store):
         """True (and caches marked stale) when the file changed since this process closed it."""
         now = _file_stamp(self.path)
         with self._stamp_lock:
-            changed = self._stamp is not None and now != self._stamp
+            before = self._stamp
+            changed = before is not None and now != before
             if changed:
                 self._stamp = now
                 self.external_changes += 1
+        if changed and _inode(before) != _inode(now) and not self._is_closed:
+            # another process rewrote the file (purge): the descriptor this process keeps
+            # is of the old file, whose bytes stay on the disk while it is open
+            self.hold_file_again()
         if changed:  # caches rebuild on their next use; announced directly: this runs
             self._announce(Change(unknown=True))  # inside the lease's open, not under it
         return changed
@@ -320,6 +320,22 @@ class SharedStore(Store):
     def turn(self) -> contextlib.AbstractContextManager[Any]:
         """One turn on the file for a whole call: its statements wait in the queue once."""
         return self._lock
+
+    def held_still(self, deadline: float, *, turn: bool) -> contextlib.AbstractContextManager[Any]:
+        """Keep this store off the file while another store of the process rewrites it.
+
+        It has the file open only during a lease.  With ``turn`` (the rewriting store is
+        shared and holds the file's turn) it cannot have one: turns exclude each other,
+        between the stores of one process too, so there is nothing to hold (holding its
+        lock could wait forever for a thread of it that waits for that turn).  Otherwise
+        its lock is held without a lease, so none of its threads opens the file meanwhile.
+        """
+        lock = self._lock
+        if turn:
+            return contextlib.nullcontext()
+        if not isinstance(lock, _LeaseLock):  # still opening
+            return super().held_still(deadline, turn=turn)
+        return swap.held(self.path, deadline, lock.turnless)
 
     def refresh(self) -> None:
         """Notice whether another process wrote the file since this one last held it,

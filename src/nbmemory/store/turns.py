@@ -18,6 +18,25 @@ import random
 import threading
 import time
 
+from ..errors import StoreError
+
+#: Environment variable: seconds a shared store waits for its turn, and a purge for the
+#: other stores of its file in the process to finish what they run (default 30).
+ENV_LOCK_TIMEOUT = "NBMEMORY_LOCK_TIMEOUT"
+
+
+def default_lock_timeout() -> float:
+    """``$NBMEMORY_LOCK_TIMEOUT`` seconds, else 30: how long a shared store waits its turn
+    (and a rewrite of a file for the other stores of the process that have it open)."""
+    raw = os.environ.get(ENV_LOCK_TIMEOUT, "30")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise StoreError(f"{ENV_LOCK_TIMEOUT}={raw!r} must be a number of seconds (e.g. 30)")
+    return value
+
 
 class Timeout(Exception):
     """The turn did not come within the time allowed."""
