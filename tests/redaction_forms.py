@@ -54,6 +54,24 @@ SECRETS = [
     ("just use the same password as staging: Tigger#2023", "Tigger#2023"),
     ("sudo password is the usual one: rootroot99", "rootroot99"),
     ("The new password for jdoe@corp.com is Welcome1!", "Welcome1!"),
+    # cookies, signed URLs, a bot's URL
+    ("Cookie: sessionid=k2j3h4g5f6d7s8a9q1w2; csrftoken=Zx9Cv8Bn7Mm6", "k2j3h4g5f6d7s8a9q1w2"),
+    ("Cookie: sessionid=k2j3h4g5f6d7s8a9q1w2; csrftoken=Zx9Cv8Bn7Mm6", "Zx9Cv8Bn7Mm6"),
+    ("Set-Cookie: connect.sid=s%3AQk9Lp2Zx7Vb4Nm1.Wq3Er; Path=/; HttpOnly", "s%3AQk9Lp2Zx7Vb4Nm1"),
+    ("curl 'https://x.com/api' -H 'Cookie: session=abcdef123456789'", "abcdef123456789"),
+    ('curl -b "sid=abcdef1234567890" https://x.com', "abcdef1234567890"),
+    (
+        "https://acme.blob.core.windows.net/b/db.bak?sv=2022-11-02&sp=rwl&sig=Qx7%2Bk9LmN3pR5tV8wY1z",
+        "Qx7%2Bk9LmN3pR5tV8wY1z",
+    ),
+    (
+        "https://s3.amazonaws.com/b/k?X-Amz-Algorithm=AWS4&X-Amz-Signature=0a1b2c3d4e5f60718293a4b5",
+        "0a1b2c3d4e5f60718293a4b5",
+    ),
+    (
+        "curl https://api.telegram.org/bot7123456789:AAHk9Zx2Lm7Np4Qr1St8Uv3Wx6Yz0Ab5Cd2/getMe",
+        "AAHk9Zx2Lm7Np4Qr1St8Uv3Wx6Yz0Ab5Cd2",
+    ),
     # seed phrases
     (
         "my metamask recovery phrase is: witch collapse practice feed shame open despair "
@@ -74,6 +92,14 @@ SECRETS = [
 
 #: Written beside those forms, and not secrets.
 LOOK_ALIKES = [
+    "cookie: chocolate chip",
+    "the cookie: it expires after 30 days",
+    "Cookie: lang=en",
+    "Cookie: name=value pairs the browser sends",
+    "Set-Cookie: theme=dark; Path=/",
+    'git checkout -b "feature=abcdef1234567890"',
+    "the sig=on flag",
+    "https://example.com/?sig=short",
     "<password>${DB_PASSWORD}</password>",
     'print("password", "is wrong")',
     "expected_keys = ['access_key', 'secret_key', 'token', 'expiry_time']",

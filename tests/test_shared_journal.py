@@ -120,7 +120,11 @@ def test_a_kill_after_the_commit_and_before_the_journal_is_emptied_writes_nothin
     assert not folder.exists()
 
 
-def test_add_event_in_shared_mode_takes_no_turn_and_a_read_sees_it(tmp_path):
+def test_add_event_in_shared_mode_takes_no_turn_and_a_read_sees_it(tmp_path, monkeypatch):
+    # no idle write in between: on a loaded machine the five adds took longer than
+    # LINGER, and the background writer ran a statement before the check
+    monkeypatch.setattr(journal, "BATCH", 10**9)
+    monkeypatch.setattr(journal, "LINGER", 10**9)
     path = str(tmp_path / "own.duckdb")
     with Memory(path, embedder="hash", shared=True) as mem:
         before = mem.store.statements_run

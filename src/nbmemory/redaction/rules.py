@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 
 from . import checksums, code, keys, prose
-from .commands import CLI_RULES
+from .commands import CLI_RULES, command_words
 from .keys import SECRET_KEY
 from .phrases import CARD_CODE as _CARD_CODE
 from .phrases import PHRASE_RULES
@@ -248,6 +248,24 @@ def _pair_span(match: re.Match[str]) -> Span | None:
     return (start, end) if prose.looks_secret(value, kind, quoted=quoted, code=in_code) else None
 
 
+def _cookie_span(match: re.Match[str]) -> Span | None:
+    """A Cookie header's pairs (all of them), a Set-Cookie header's first value, or
+    curl's ``-b name=value``, when a value is long enough to be a session's id."""
+    start, end = match.span("secret")
+    text = match.string
+    if match.group("set") or text.startswith("-b", match.start()):
+        cut = [i for i in (text.find(";", start, end), text.find(" ", start, end)) if i >= 0]
+        end = min(cut, default=end)  # one cookie: its attributes (Path=/) are not secret
+    values = [pair.partition("=")[2].strip() for pair in text[start:end].split(";")]
+    if not any(len(v) >= 8 and " " not in v and not code.is_placeholder(v) for v in values):
+        return None  # "Cookie: lang=en", "cookie: name=value pairs the browser sends"
+    if text.startswith("-", match.start()) and "curl" not in command_words(text, match.start()):
+        return None  # -b is curl's cookie jar, not other commands' flag
+    if end - start and (match.group("set") or text.startswith("-b", match.start())):
+        start = text.index("=", start, end) + 1
+    return start, len(text[:end].rstrip())
+
+
 def _authorization_span(match: re.Match[str]) -> Span | None:
     start, end = match.span("secret")
     if match.string[end : end + 1] in ("(", "[") or code.is_code(match.string, start, end):
@@ -405,7 +423,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "telegram_bot_token",
-        rf"{_START}\d{{8,10}}:AA[A-Za-z0-9_-]{{33}}{_END}",
+        # (in the Bot API's URL the token follows "bot": api.telegram.org/bot123:AA…)
+        rf"(?:{_START}|(?<=/bot))\d{{8,10}}:AA[A-Za-z0-9_-]{{33}}{_END}",
         r"\d:aa[a-z0-9_-]{33}",
         separated=True,
     ),
@@ -426,6 +445,23 @@ RULES: tuple[Rule, ...] = (
         "bearer_token",
         rf"(?i)\bbearer\s+(?P<secret>{_NOT_DONE}[A-Za-z0-9\-._~+/]{{16,}}=*)",
         ("bearer",),
+    ),
+    # a signed URL's signature (Azure SAS, S3 and GCS presigned URLs): whoever holds the
+    # URL holds the access, until it expires
+    Rule(
+        "url_signature",
+        r"(?i)[?&](?:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token)="
+        r"""(?P<secret>[^&\s"'#<>]{16,})""",
+        ("sig=", "signature=", "security-token="),
+    ),
+    # a request's cookies (a session cookie is a password until it expires): the whole
+    # value of a Cookie header, the value of a Set-Cookie header's cookie
+    Rule(
+        "cookie",
+        r"""(?i)(?<![\w-])(?:(?P<set>set-)?cookie\\*["']?[ \t]*:[ \t]*|(?:-b|--cookie)[ \t]+["']?)"""
+        r"""(?P<secret>[\w.%!#$&*+^`|~-]+=[^\r\n"'\\]{8,})""",
+        ("cookie", "-b "),
+        _cookie_span,
     ),
     # user:password@ in a URL (the user name stays)
     Rule(
