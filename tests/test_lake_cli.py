@@ -456,7 +456,7 @@ def test_push_refuses_what_is_not_an_nbmemory_file(
     con.execute("CREATE TABLE orders (id INTEGER, total DOUBLE)")
     con.close()
     code, _, err = _run(capsys, "lake", "push", foreign, lake_url)
-    assert code == 1 and "is not an nbmemory store" in _one_line_error(err)
+    assert code == 1 and "another application's DuckDB file" in _one_line_error(err)
 
     code, _, err = _run(capsys, "lake", "push", lake_url, lake_url)
     assert code == 1 and "name the file first" in _one_line_error(err)
