@@ -72,6 +72,37 @@ SECRETS = [
         "curl https://api.telegram.org/bot7123456789:AAHk9Zx2Lm7Np4Qr1St8Uv3Wx6Yz0Ab5Cd2/getMe",
         "AAHk9Zx2Lm7Np4Qr1St8Uv3Wx6Yz0Ab5Cd2",
     ),
+    # a user and a password given to a call
+    ('requests.get(url, auth=("admin", "ReqAuthPwd1"))', "ReqAuthPwd1"),
+    ('HTTPBasicAuth("admin", "BasicAuthPwd2")', "BasicAuthPwd2"),
+    ('server.login("me@example.com", "SmtpAppPwd1")', "SmtpAppPwd1"),
+    ('keyring.set_password("svc", "bob", "KeyringPwd1")', "KeyringPwd1"),
+    ("define( 'AUTH_KEY', 'f8#Kq2!mZ9@xL4$pW7^vN1&bR6*tY3' );", "f8#Kq2!mZ9"),
+    # files that hold credentials
+    ("db.internal:5432:appdb:appuser:PgpassPwd#1", "PgpassPwd#1"),
+    ("*:*:*:postgres:PgpassStar2", "PgpassStar2"),
+    ("//npm.corp.example.com/:_authToken=5f1a9c3e-7b2d-4e8f-a6c1-9d3b7e5f2a8c", "5f1a9c3e-7b2d"),
+    ("registry=https://npm.corp.example.com/\n_auth=ZGVwbG95Ok5wbUF1dGhQd2Q=", "ZGVwbG95Ok5w"),
+    ("2FA backup codes: 8372-1947, 5520-3381, 9014-6627, 3378-2290", "5520-3381"),
+    ("GitHub recovery codes:\na8f3k-29d7x\nb7x1m-4q8zz\nc2z9p-6w3rr", "b7x1m-4q8zz"),
+    (
+        "access key AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI/K7MDENG",
+    ),
+    (
+        "jdoe,AKIA1B2C3D4E5F6G7H8J,Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3a,https://x.example",
+        "Ab1Cd2Ef3Gh4Ij5Kl6Mn7",
+    ),
+    (
+        "client.run('MTA5ODc2NTQzMjEwOTg3NjU0Mw.GhIjKl.aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789ab')",
+        "aBcDeFgHiJkLmNoPqRsTuVwXyZ",
+    ),
+    # Portuguese and Spanish, more forms
+    ("a senha nova é Verao2024!", "Verao2024!"),
+    ("contraseña del servidor: Serv!dor99", "Serv!dor99"),
+    ("A senha do servidor de produção é a mesma de staging: Pr0d!Senha", "Pr0d!Senha"),
+    ("o pin do cartão é 4471", "4471"),
+    ("o token de acesso é abc123XYZ789def", "abc123XYZ789def"),
     # seed phrases
     (
         "my metamask recovery phrase is: witch collapse practice feed shame open despair "
@@ -92,6 +123,18 @@ SECRETS = [
 
 #: Written beside those forms, and not secrets.
 LOOK_ALIKES = [
+    "12:30:45:10:20",
+    "auth=(user, password)",
+    'login("bob", password)',
+    '{"auth": true, "x": 1}',
+    "the backup codes are in the vault",
+    "a senha nova é obrigatória",
+    "o token é inválido",
+    "o pin é obrigatório",
+    "la contraseña del wifi: la misma de siempre",
+    'self._xsrf_token = b"|".join(parts)',
+    'token = "{}:{}".format(a, b)',
+    "see www.example.com/path",
     "cookie: chocolate chip",
     "the cookie: it expires after 30 days",
     "Cookie: lang=en",

@@ -684,6 +684,11 @@ STRUCTURED_SECRETS = [
     (json.dumps(json.dumps(json.dumps({"token": "tr1ple"}))), "tr1ple"),
     (json.dumps({"pin": 4821, "room": 12}), "4821"),
     (json.dumps({"password": 88412299}), "88412299"),
+    # ~/.docker/config.json: "auth" is base64 of user:password ({"auth": true} stays)
+    (
+        '{"auths":{"registry.example.com":{"auth":"ZGVwbG95OkRja3JDZmdQd2Q="}}}',
+        "ZGVwbG95OkRja3JDZmdQd2Q=",
+    ),
     (json.dumps({"credentials": {"username": "svc", "secret": "n3sted"}}), "n3sted"),
     (json.dumps({"env": [{"name": "DB_PASSWORD", "value": "k8sS3cret"}]}), "k8sS3cret"),
     (

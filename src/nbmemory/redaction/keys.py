@@ -26,7 +26,7 @@ OTHER_PASSWORD = (
 SECRET_NAME = (
     r"(?:(?:[A-Za-z0-9]+[_.-])*"
     r"(?:pass(?:word|wd|phrase|code)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?"
-    r"|(?:api|access|private|client|signing|encryption|account|master|app|consumer"
+    r"|(?:api|access|private|client|signing|encryption|account|master|app|consumer|auth"
     r"|shared[_-]?access)[_-]?(?:key|secret)|apikey|private[_-]?key[_-]?id"
     r"|(?:auth|access|refresh|session|bearer|api|id|oauth)?[_-]?token"
     # camelCase, as JavaScript, Java, .NET and JSON name it: dbPassword, DbPassword,
@@ -48,7 +48,12 @@ SECRET_NAME_NEEDLE = (
     r"""|key_id|key-id|token|auth|senha|contrase(?:ñ|n)a|passe|wort|wachtwoord)\\*["']?\s*[:=]"""
 )
 KEY_VALUE = (
-    rf"(?i)(?<![A-Za-z0-9_])(?P<key>{SECRET_NAME})(?![A-Za-z0-9_])"
+    # (an .npmrc writes _authToken= and _auth=, the latter base64 of user:password)
+    rf"(?i)(?<![A-Za-z0-9_])"
+    # a word (or three: "mot de passe") followed by its separator, before the names are
+    # tried at it: most words of a text are followed by a space, and fail here at once
+    r"""(?=[\w.-]{2,100}(?: [\w.-]{1,20}){0,2}\\*["']?[ \t]*[:=!])"""
+    rf"_*(?P<key>{SECRET_NAME}|(?<=_)auth)(?![A-Za-z0-9_])"
     # the key's closing quote, escaped at any depth (``\"password\": \"x\"``)
     r"""(?P<key_quote>\\*["'])?"""
     # ``=>`` only after a space (``key => v``); ``key=>v`` is ``=`` then the value ``>v``
@@ -114,6 +119,8 @@ def key_value_span(match: re.Match[str]) -> Span | None:
             return None  # "{{ vault_db_password }}", "${DB_PASSWORD}", LAST_TOKEN = "LAST_TOKEN"
         if not match.group("key_quote") and value[0] in ")],;+ \t":
             return None  # getpass("Password: "): the quote closes the prompt's string
+        if len(value) < 3 or _METHOD_AFTER.match(text, end + len(opening)):
+            return None  # token = b"|".join(parts): a separator, a format string
         if match.group("compare") and not prose.looks_secret(value, prose.STRONG, quoted=False):
             return None  # token == "async": a lexer, not a password
         return start, end
@@ -152,6 +159,8 @@ def key_value_span(match: re.Match[str]) -> Span | None:
     return start, bare.end()
 
 
+#: A method called on the string: ``"|".join(…)``, ``"{}:{}".format(…)``.
+_METHOD_AFTER = re.compile(r"\.[A-Za-z_]\w*\(")
 #: A keyword argument's start: ``f(token=token)``, ``g(a, password=password``.
 _ARGUMENT_BEFORE = re.compile(r"[(,][ \t]*\Z")
 #: A key that names a password, whose bare value may be a phrase of plain words.
@@ -186,12 +195,34 @@ MARKUP_NEEDLE = ("</", "value")
 #: ``app.config['SECRET_KEY'] = 'x'``, ``os.environ.setdefault("API_KEY", "x")``,
 #: PHP's ``define('DB_PASSWORD', 'x')``.
 ARGUMENT = (
-    rf"""(?i)(?:\[\s*(?P<open>\\*["'])(?:{SECRET_NAME})(?P=open)\s*\]\s*=(?!=)"""
+    rf"""(?i)(?:\[\s*(?P<open>\\*["'])(?:{SECRET_NAME})(?P=open)\] ?=(?!=)"""
     r"|\b(?:setdefault|define|putenv|setenv|setItem|set)\(\s*"
     rf"""(?P<open2>\\*["'])(?:{SECRET_NAME})(?P=open2)\s*,)\s*"""
     r"""(?P<q>\\*["'])(?P<secret>[^"'\\\n]{1,500})(?P=q)"""
 )
-ARGUMENT_NEEDLE = r"""(?:pass\w*|secret|token|key|credentials?)\\*["']\s*(?:\]\s*=|,)\s*\\*["']"""
+#: (a literal each match holds: the quote before the bracket, or the call's name)
+ARGUMENT_NEEDLE = (
+    "'] =",
+    "']=",
+    '"] =',
+    '"]=',
+    "setdefault(",
+    "define(",
+    "putenv(",
+    "setenv(",
+    "setitem(",
+    "set(",
+)
+#: A user and a password given to a call: ``requests.get(url, auth=("u", "p"))``,
+#: ``HTTPBasicAuth("u", "p")``, ``smtp.login("u", "p")``, ``keyring.set_password("svc",
+#: "u", "p")``.
+_Q = r"""\\*["']"""
+CALL_PAIR = (
+    r"(?:\bauth ?= ?\(|\b(?:HTTPBasicAuth|HTTPDigestAuth|BasicAuth|DigestAuth|\.login)\(|"
+    rf"\bset_password\(\s*{_Q}[^\"'\n]*{_Q}\s*,)"
+    rf"\s*{_Q}[^\"'\n]*{_Q}\s*,\s*(?P<q>{_Q})(?P<secret>[^\"'\\\n]{{1,200}})(?P=q)"
+)
+CALL_PAIR_NEEDLE = ("auth=(", "auth =(", "auth= (", "auth = (", "auth(", "login(", "set_password(")
 #: SQL that sets a password: ``CREATE USER app WITH PASSWORD 'x'``, ``ALTER ROLE r
 #: PASSWORD 'x'``, MySQL's ``IDENTIFIED BY 'x'``, ``SET PASSWORD = 'x'``,
 #: ``mysqladmin password 'x'``.
@@ -199,9 +230,15 @@ SQL = (
     r"""(?i)(?:\bwith\s+(?:encrypted\s+)?password|\blogin\s+password"""
     r"""|\b(?:user|role)\b[^;\n]{0,80}?\bidentified\s+by"""
     r"""|\bset\s+password(?:\s+for\s+\S+)?\s*=|\brole\s+\S+\s+password|\bmysqladmin\b[^\n|;]*?"""
-    r"""\spassword)\s+(?:\\*(?P<q>["']))(?P<secret>[^"'\\\n]{1,200})(?P=q)"""
+    r"""\spassword)(?: | ?= ?)(?:\\*(?P<q>["']))(?P<secret>[^"'\\\n]{1,200})(?P=q)"""
 )
-SQL_NEEDLE = r"password\s+\\*['\"]|identified\s+by|password\s*=\s*['\"]"
+#: (each match holds "password" then its quote, or "identified by")
+SQL_NEEDLE = tuple(
+    f"password{between}{escape}{quote}"
+    for between in (" ", "=", " =", "= ", " = ")
+    for escape in ("", "\\")
+    for quote in "'\""
+) + ("identified by", "set password")
 
 
 def markup_span(match: re.Match[str]) -> Span | None:

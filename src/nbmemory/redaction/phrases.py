@@ -83,7 +83,7 @@ def _prose_bare_span(match: re.Match[str]) -> Span | None:
 #: "with password 'Adm1nLog!n'": a quoted value right after a password's name, when it
 #: looks like a credential ("the password 'required' field" stays).
 _PROSE_QUOTED = (
-    r"(?i)(?<![\w-])(?P<name>pass(?:word|wd|phrase|code)|pw)[ \t]+"
+    r"(?i)(?<![\w-])(?P<name>pass(?:word|wd|phrase|code)|pw) "
     r"""(?P<q>["'`])(?P<secret>[^"'`\n]{6,200})(?P=q)"""
 )
 
@@ -135,7 +135,12 @@ PHRASE_RULES: tuple[Rule, ...] = (
         _prose_bare_span,
     ),
     Rule(
-        "secret_prose", _PROSE_QUOTED, r"(?:word|wd|phrase|code|pw)[ \t]+[\"'`]", _prose_quoted_span
+        "secret_prose",
+        _PROSE_QUOTED,
+        tuple(
+            f"{end} {quote}" for end in ("word", "wd", "phrase", "code", "pw") for quote in "\"'`"
+        ),
+        _prose_quoted_span,
     ),
     Rule(
         "secret_prose",

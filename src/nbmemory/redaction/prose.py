@@ -480,8 +480,8 @@ def looks_secret(
         return False  # <your password>, {{ secrets.DB }}: a placeholder, not the secret
     if quoted:
         return True
-    if value[0] in ")]}>":
-        return False  # login(username, password)), </password></server>: code, markup
+    if value[0] in ")]}>,":
+        return False  # login(username, password)), </password></server>, a CSV's next column
     lowered = value.lower()
     if value.isdigit():
         next_word = after.split(None, 1)[0].lower().rstrip(".,;:") if after.strip() else ""

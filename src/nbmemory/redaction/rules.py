@@ -95,18 +95,27 @@ _PROSE_IS = (
 #: "a senha é …", "la contraseña es …", "le mot de passe est …", "das Passwort ist …",
 #: "het wachtwoord is …", "la password è …" (and "… agora/ahora/jetzt …", "… do wifi é …").
 _PROSE_OTHER = (
-    rf"(?i)(?<![\w-])(?P<name>{keys.OTHER_PASSWORD}|password)"
-    r"(?:\s+(?:do|da|de|del|du|des|für|fur|van|voor|dello|della|di)(?![\w-])"
+    # (a PIN or a token after Portuguese's or Spanish's article: "o pin do cartão é …")
+    rf"(?i)(?<![\w-])(?P<name>{keys.OTHER_PASSWORD}|password"
+    r"|(?<=o )pin|(?<=o )token|(?<=el )pin|(?<=el )token)"
+    # new or current: "a senha nova é …", "la nueva contraseña" reads as before
+    r"(?:\s+(?:nova|novo|nueva|nuevo|atual|actual|nouveau|nouvelle|neue|neues|nieuwe)(?![\w-]))?"
+    r"(?P<qual>\s+(?:do|da|de|del|du|des|für|fur|van|voor|dello|della|di)(?![\w-])"
     r"(?:\s+[^\s.,;:!?]+){1,3}?)?"
     r"(?:\s+(?:agora|ahora|maintenant|jetzt|nu|ora)(?![\w-]))?"
-    r"(?P<verb>\s+(?:é|era|foi|es|fue|est|était|ist|war|is|was|è)(?![\w-]))"
+    r"(?P<verb>\s+(?:é|era|foi|es|fue|est|était|ist|war|is|was|è)(?![\w-])"
+    # "contraseña del servidor: …"
+    r"|(?(qual)[ \t]*:(?![:=/])|(?!)))"
     # a whole word: "the password is numbers" is not "nu" then "mbers"
     r"(?:\s+(?:agora|ainda|ahora|todavía|maintenant|toujours|jetzt|noch|nu|nog|ora|ancora)"
     r"(?![\w-]))?"
     r"(?:[ \t]*:)?[ \t]*"
     rf"{_PROSE_VALUE}"
 )
-_PROSE_OTHER_NEEDLE = r"senha|palavra.passe|contrase|passe|passwort|kennwort|wachtwoord|password\s"
+_PROSE_OTHER_NEEDLE = (
+    r"senha|palavra.passe|contrase|passe|passwort|kennwort|wachtwoord|password\s"
+    r"|(?:pin|token)\s+(?:do|da|de|del|é|es)\s"
+)
 _PROSE_IS_NEEDLE = (
     r"(?:word|code|wd|phrase|pass|pw|pwd|pin|number|secret|token|key|otp|cvv2?|cvc2?|csc)"
     r"(?:['’]s|\s+(?:is|was|are|for|of|to|on|at|as|remains|will|should|has|got|changed|set"
@@ -164,7 +173,7 @@ def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     value = match.string[start:end]
     after = match.string[end : end + 40]
     secret = prose.looks_secret(value, kind, quoted=quoted, after=after, code=in_code)
-    if not secret and not quoted and kind in (prose.WEAK, prose.PWD):
+    if not secret and not quoted and kind in (prose.WEAK, prose.PWD, prose.OTHER):
         # "the staging password is the same as prod: Gr33nT3a#88"
         told = _TOLD_AFTER.match(match.string, end)
         if told is not None:
@@ -183,7 +192,8 @@ def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
 def _prose_other_span(match: re.Match[str]) -> Span | None:
     """A password named in another language: its value is judged with that language's
     describing words too ("a senha é obrigatória", "das Passwort ist falsch")."""
-    return _prose_span(match, prose.OTHER)
+    name = match.group("name").lower()
+    return _prose_span(match, prose.name_class(name) if name in ("pin", "token") else prose.OTHER)
 
 
 _USE_AS = (
@@ -248,6 +258,14 @@ def _pair_span(match: re.Match[str]) -> Span | None:
     return (start, end) if prose.looks_secret(value, kind, quoted=quoted, code=in_code) else None
 
 
+def _aws_secret_span(match: re.Match[str]) -> Span | None:
+    """The 40 characters after an access key id, when they mix case and digits (a
+    secret key does; a word, a path or a hex digest does not)."""
+    value = match.group("secret")
+    mixed = any(c.islower() for c in value) and any(c.isupper() for c in value)
+    return match.span("secret") if mixed and any(c.isdigit() for c in value) else None
+
+
 def _cookie_span(match: re.Match[str]) -> Span | None:
     """A Cookie header's pairs (all of them), a Set-Cookie header's first value, or
     curl's ``-b name=value``, when a value is long enough to be a session's id."""
@@ -297,6 +315,15 @@ def _iban_span(match: re.Match[str]) -> Span | None:
 # -- the rules, in order ---------------------------------------------------------------------
 RULES: tuple[Rule, ...] = (
     Rule("private_key", _PRIVATE_KEY, ("-----begin",)),
+    # an AWS secret access key: 40 characters of base64 after its access key id, on
+    # the same line (a credentials CSV, "access key AKIA… secret …")
+    Rule(
+        "aws_secret_key",
+        rf"{_START}(?:AKIA|ASIA)[0-9A-Z]{{16}}[^\n]{{0,80}}?(?<![A-Za-z0-9/+])"
+        r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        ("akia", "asia"),
+        _aws_secret_span,
+    ),
     Rule(
         "aws_access_key_id",
         rf"{_START}(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{{16}}{_END}",
@@ -347,6 +374,12 @@ RULES: tuple[Rule, ...] = (
         rf"{_START}(?:xox[abposre]-[A-Za-z0-9-]{{10,}}|xapp-\d-[A-Za-z0-9-]{{10,}})"
         r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{20,}",
         ("xox", "xapp-", "hooks.slack.com/"),
+    ),
+    # a Discord bot's token: the bot's id in base64, a time stamp, an HMAC
+    Rule(
+        "discord_token",
+        rf"{_START}[MNO][A-Za-z0-9_-]{{23,27}}\.[A-Za-z0-9_-]{{6,7}}\.[A-Za-z0-9_-]{{27,40}}{_END}",
+        r"\.[a-z0-9_-]{6,7}\.[a-z0-9_-]{27}",
     ),
     Rule(
         "discord_webhook",
@@ -483,6 +516,30 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_value", keys.MARKUP, keys.MARKUP_NEEDLE, keys.markup_span),
     Rule("secret_value", keys.ARGUMENT, keys.ARGUMENT_NEEDLE, keys.markup_span),
     Rule("secret_value", keys.SQL, keys.SQL_NEEDLE, keys.markup_span),
+    Rule("secret_value", keys.CALL_PAIR, keys.CALL_PAIR_NEEDLE, keys.markup_span),
+    # a line of ~/.pgpass: host:port:database:user:password
+    Rule(
+        "secret_value",
+        r"(?m)^[ \t]*(?=[^:\s]*[A-Za-z.*])[^:\s]+:(?:\d{1,5}|\*):[^:\s]+:(?=[^:\s]*[A-Za-z*])"
+        r"[^:\s]+:(?P<secret>[^\s]+)[ \t]*$",
+        r":(?:\d{1,5}|\*):[^:\s]+:[^:\s]+:",
+        separated=True,
+    ),
+    # one-time backup codes: "2FA backup codes: 8372-1947, 5520-3381", "recovery codes:"
+    Rule(
+        "secret_value",
+        r"(?i)(?:backup|recovery)[ _-]codes?[ \t]*:?[ \t]*\r?\n?[ \t]*"
+        r"(?P<secret>[A-Za-z0-9]{4,6}-[A-Za-z0-9]{4,6}(?:[ \t]*(?:,|\r?\n)?[ \t]*"
+        r"[A-Za-z0-9]{4,6}-[A-Za-z0-9]{4,6})+|\d{6,10}(?:[ \t]*(?:,|\r?\n)?[ \t]*\d{6,10})+)",
+        (
+            "backup code",
+            "recovery code",
+            "backup_code",
+            "recovery_code",
+            "backup-code",
+            "recovery-code",
+        ),
+    ),
     Rule("secret_prose", _PROSE_IS, _PROSE_IS_NEEDLE, _prose_span),
     Rule("secret_prose", _PROSE_COLON, _PROSE_COLON_NEEDLE, _prose_span, separated=True),
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),

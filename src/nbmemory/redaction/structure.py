@@ -70,6 +70,10 @@ def dumps_like(text: str, old: Any, new: Any) -> str:
     return lead + json.dumps(new, ensure_ascii=False) + trail
 
 
+#: A user:password pair in base64, as Docker's and npm's "auth" keep it.
+_BASE64_CREDENTIAL = re.compile(r"[A-Za-z0-9+/]{12,}={0,2}")
+
+
 def secret_key(key: str, value: Any) -> bool:
     """Whether a dict key says its value is secret (``pin`` only for 4-12 digits,
     ``pwd`` only when the value is not a path: it is also the working directory)."""
@@ -81,6 +85,8 @@ def secret_key(key: str, value: Any) -> bool:
         return _PIN.fullmatch(str(value)) is not None and not isinstance(value, bool)
     if lowered == "pwd":
         return isinstance(value, str | int) and not str(value).startswith(("/", "~", "."))
+    if lowered in ("auth", "_auth"):  # ~/.docker/config.json, .npmrc: base64 of user:password
+        return isinstance(value, str) and _BASE64_CREDENTIAL.fullmatch(value) is not None
     return SECRET_KEY.fullmatch(name) is not None
 
 
