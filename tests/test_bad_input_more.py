@@ -367,3 +367,34 @@ def test_recall_with_a_filter_no_memory_matches_says_so(ip, magics, capsys):
     assert "has role 'tool' and session 'notebook'; drop or change the filter" in out
     err = one_line_usage_error(ip, "%memory flush --timeout -5", capsys)
     assert "timeout must be a number of seconds" in err
+
+
+def test_recall_that_finds_nothing_in_a_store_with_memories_does_not_say_it_is_empty(
+    ip, magics, capsys
+):
+    assert run(ip, "%recall zebra --mode keyword").empty
+    assert "store some with %%remember" in capsys.readouterr().out  # really empty
+    run(ip, "%%remember --role user\nThe API listens on port 8443")
+    capsys.readouterr()
+    assert run(ip, "%recall zebra --mode keyword").empty
+    out = capsys.readouterr().out
+    assert "no memory matched 'zebra'" in out and "store some" not in out
+
+
+def test_a_plan_that_is_not_a_list_is_refused_and_changes_nothing(mem):
+    session = mem.sessions.start("ann")
+    before = _state(mem)
+    with pytest.raises(InvalidInput, match="'current_plan' must be a list") as info:
+        mem.sessions.save_state(session.session_id, {"current_plan": "do it"})
+    _one_line(info.value)
+    assert _state(mem) == before
+    saved = mem.sessions.save_state(session.session_id, {"current_plan": ["do it"]})
+    assert mem.sessions.resume(saved.session_id).plan == ["do it"]
+
+
+def test_the_embedding_model_cannot_change_on_an_open_store(mem):
+    with pytest.raises(InvalidInput, match="chosen when the store opens") as info:
+        mem.configure(embedding_model="BAAI/bge-small-en-v1.5")
+    _one_line(info.value)
+    assert mem.settings.embedding_model != "BAAI/bge-small-en-v1.5"
+    assert mem.configure(embedding_model=mem.settings.embedding_model) is not None

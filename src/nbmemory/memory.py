@@ -353,6 +353,15 @@ class Memory(AstreusNames, OlderNames):
     def configure(self, **changes: Any) -> Settings:
         """Change settings of this open store (validated, audited); returns the new settings."""
         self._gate.check_open()
+        if (
+            "embedding_model" in changes
+            and changes["embedding_model"] != self.settings.embedding_model
+        ):
+            raise InvalidInput(
+                "embedding_model is chosen when the store opens (the model is loaded then); "
+                "open it again with Memory(path, embedding_model=...) and re-embed what it holds "
+                "with mem.embeddings.reembed()"
+            )
         return self._configure(changes, "configure", {"changes": changes})
 
     def apply_thresholds(

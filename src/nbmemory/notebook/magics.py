@@ -390,9 +390,16 @@ class MemoryMagics(Magics):
     ) -> str:
         if threshold is None or best is None:
             filtered = no_match(args, mem.namespace, list(mem.settings.importance_by_role))
-            return filtered or (
-                f"no memories to search for {query!r} in namespace {mem.namespace!r}; "
-                "store some with %%remember"
+            if filtered:
+                return filtered
+            if mem.events(limit=1).empty:
+                return (
+                    f"no memories to search for {query!r} in namespace {mem.namespace!r}; "
+                    "store some with %%remember"
+                )
+            return (
+                f"no memory matched {query!r} in namespace {mem.namespace!r} (mode "
+                f"{args.mode or mem.settings.search_mode}): try other words, or --mode hybrid"
             )
         suggestion = math.floor(best * 100) / 100
         return (

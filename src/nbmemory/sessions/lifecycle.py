@@ -200,6 +200,14 @@ def dump_state(state: Any, limits: JsonLimits | None = None) -> str:
     (by default those of the default settings: ``max_content_bytes``, keys, depth)."""
     if not isinstance(state, dict):
         raise InvalidInput(f"session state must be a dict, got {type(state).__name__}")
+    for key in ("current_plan", "tool_history"):
+        # read back as lists (Session.plan): a text here would resume as no plan at all
+        if key in state and state[key] is not None and not isinstance(state[key], list):
+            raise InvalidInput(
+                f"session state's {key!r} must be a list (of steps: text, or dicts with "
+                f"'done'), got {type(state[key]).__name__}; put a single step in a list: "
+                f"{{{key!r}: [...]}}"
+            )
     return dump_json(state, "session state", limits or _DEFAULT_LIMITS, sort_keys=True)
 
 
