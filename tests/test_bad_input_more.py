@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import SpyEmbedder
 from notebook_shell import one_line_usage_error, run
 
 from nbmemory import InvalidInput, Memory, Settings, cli
+from nbmemory.notebook.display import MemoryStatus
 
 NOW = dt.datetime(2024, 5, 6, 8, 0)  # a Monday
 
@@ -398,3 +400,19 @@ def test_the_embedding_model_cannot_change_on_an_open_store(mem):
     _one_line(info.value)
     assert mem.settings.embedding_model != "BAAI/bge-small-en-v1.5"
     assert mem.configure(embedding_model=mem.settings.embedding_model) is not None
+
+
+def test_status_says_how_many_memories_another_model_embedded(tmp_path):
+    path = str(tmp_path / "two-models.duckdb")
+    with Memory(path, embedder=SpyEmbedder()) as first:
+        first.add_event("s", "user", "embedded by the first model")
+        first.flush()
+    with Memory(path, embedder="hash") as second:
+        second.add_event("s", "user", "embedded by the second")
+        second.flush()
+        assert second.status()["other_model"] == 1
+        summary = MemoryStatus(second.status()).summary()
+        assert "1 embedded by another model" in summary and "reembed()" in summary
+        second.embeddings.reembed()
+        second.flush()
+        assert second.status()["other_model"] == 0

@@ -266,6 +266,9 @@ class EventLog:
             "schema_version": core.store.catalog.schema_version(),
             "events": total("events"),
             "embedded": total("embedded"),
+            # embedded by another model (another Memory of the file): vector search does
+            # not see them; mem.embeddings.reembed() embeds them with this one
+            "other_model": core.store.events.embedded_by_other(core.model),
             "pending": total("pending"),
             "failed": total("failed"),
             "without_text": core.store.events.without_text(),

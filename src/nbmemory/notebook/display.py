@@ -50,10 +50,17 @@ class MemoryStatus:
         i = self.info
         count = i.get("without_text", 0)
         without = f", {count} tool-call turns without text" if count else ""
+        other = i.get("other_model", 0)
+        stale = (
+            f" · {other} embedded by another model, not searched by vector: "
+            "mem.embeddings.reembed()"
+            if other
+            else ""
+        )
         return (
             f"{i['path']} · namespace {i['namespace']!r} · model {i['model']} · "
             f"{i['events']} events ({i['embedded']} embedded, {i['pending']} pending, "
-            f"{i['failed']} failed{without}) · backlog {i['backlog']}"
+            f"{i['failed']} failed{without}) · backlog {i['backlog']}{stale}"
         )
 
     def model_line(self) -> str | None:

@@ -289,6 +289,17 @@ class EventsTable(TableObject):
         )
         return frame
 
+    def embedded_by_other(self, model: str) -> int:
+        """How many events carry a vector of another model than ``model`` (another
+        ``Memory`` of the file embedded them with its own): vector search does not
+        see them until they are re-embedded."""
+        rows = self.store.run(
+            "SELECT count(*) FROM events WHERE embedding_model IS NOT NULL"
+            " AND embedding_model <> ?",
+            [model],
+        )
+        return int(rows[0][0])
+
     def without_text(self) -> int:
         """How many events have no text to embed (tool-call turns)."""
         rows = self.store.run("SELECT count(*) FROM events WHERE content IS NULL")
