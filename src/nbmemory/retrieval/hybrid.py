@@ -86,6 +86,11 @@ class Candidates:
     several: bool
 
 
+#: In ``get_context``, a memory whose BM25 is at least this share of the query's best
+#: passes the cosine floor (:func:`find_candidates`'s ``keyword_pass``).
+KEYWORD_PASS = 0.5
+
+
 def hybrid_rank(
     vectors: Searcher,
     keywords: KeywordIndex,
@@ -102,12 +107,15 @@ def hybrid_rank(
     diversity: float = 0.0,
     keyword_scale: float = 1.0,
     guard: bool = True,
+    keyword_pass: float | None = None,
 ) -> list[HybridHit]:
     """The ``limit`` best memories for a query by the fused score, best first.
 
     With ``guard`` (and the keyword signal on), a fused top that shares nothing
     with both inputs' tops falls back to their reciprocal-rank fusion
-    (:func:`disagrees`); its hits then name the signal ``fallback``.
+    (:func:`disagrees`); its hits then name the signal ``fallback``.  With
+    ``keyword_pass``, a memory whose BM25 is at least that share of the query's
+    best passes the cosine ``floor`` too (see :func:`find_candidates`).
     """
     if limit <= 0:
         return []
@@ -122,6 +130,7 @@ def hybrid_rank(
         candidates=candidates,
         allowed=allowed,
         keyword_scale=keyword_scale,
+        keyword_pass=keyword_pass,
     )
     if found is None:
         return []
@@ -205,11 +214,17 @@ def find_candidates(
     candidates: int = 50,
     allowed: set[str] | None = None,
     keyword_scale: float = 1.0,
+    keyword_pass: float | None = None,
 ) -> Candidates | None:
     """The candidates of a query with their :data:`FEATURES` (None: there are none).
 
     ``keyword_scale`` is how much of BM25 the fused score of neighbours and
     sessions holds (0 when the keyword signal is off: then no feature reads it).
+    ``keyword_pass``: a memory whose BM25 is at least this share of the query's best
+    passes the cosine ``floor`` however low its cosine: a short query naming a rare
+    term ("respx", "KRaft") gets a cosine near 0.17 from the one memory that names
+    it, which the floor of ``get_context`` (0.2) dropped while ``search`` ranked it
+    first.
     """
     score_range = [0.0, 0.0]
     vector_hits = vectors.search(
@@ -227,7 +242,11 @@ def find_candidates(
         pool &= allowed
     keyword_scores.prefetch(needed)  # the common terms' share, for all of them at once
     cosine = vectors.similarities(query_vector, needed)
-    ids = [i for i in sorted(pool) if _passes(cosine.get(i), floor, strict)]
+    passing: set[str] = set()
+    if keyword_pass is not None and keyword_hits and keyword_hits[0][1] > 0:
+        bar = keyword_pass * keyword_hits[0][1]
+        passing = {event_id for event_id, score in keyword_hits if score >= bar}
+    ids = [i for i in sorted(pool) if i in passing or _passes(cosine.get(i), floor, strict)]
     if not ids:
         return None
 

@@ -40,7 +40,7 @@ from .context import Context, merge
 from .embedders import Embedder
 from .fusion import weights_vector
 from .hit_rows import by_similarity, hit_records
-from .hybrid import Candidates, HybridHit, find_candidates, hybrid_rank
+from .hybrid import KEYWORD_PASS, Candidates, HybridHit, find_candidates, hybrid_rank
 from .indexes import Indexes
 from .passages import passage_columns
 from .rerank import Reranker, rerank_frame
@@ -300,6 +300,7 @@ class Retriever:
         allowed: set[str] | None = None,
         strict: bool = False,
         settings: Settings | None = None,
+        keyword_pass: float | None = None,
     ) -> list[HybridHit]:
         """Keyword or hybrid ranking from the in-memory indexes."""
         s = self._settings_of(settings)
@@ -326,6 +327,7 @@ class Retriever:
             strict=strict, candidates=max(s.hybrid_candidates, limit), allowed=allowed,
             weights=weights_vector(s.fusion_weights, s.signal_weights),
             diversity=s.diversity_weight, keyword_scale=s.signal_weights.get("keywords", 1.0),
+            keyword_pass=keyword_pass,
         )  # fmt: skip
 
     def candidates(
@@ -522,7 +524,7 @@ class Retriever:
         wanted = limit if self.reranker is None else max(limit, s.rerank_top_n)
         return self.rank(
             query, vector, namespace, limit=wanted, threshold=p["relevance_threshold"],
-            mode="hybrid", strict=True, settings=s,
+            mode="hybrid", strict=True, settings=s, keyword_pass=KEYWORD_PASS,
         )  # fmt: skip
 
     def _near_misses(
