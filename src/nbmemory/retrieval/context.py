@@ -104,17 +104,33 @@ class ContextItem:
 
 
 class Prompt(str):
-    """The text of a context for an agent's prompt; ``.dropped`` names what did not fit."""
+    """The text of a context for an agent's prompt; ``.dropped`` names what did not
+    fit, ``.shortened`` what went in as an excerpt, ``.repeated`` what said word for
+    word what a better-ranked memory said."""
 
     dropped: list[str]
     kept: list[str]
+    shortened: list[str]
+    repeated: list[str]
     tokens: int
     max_tokens: int
 
-    def __new__(cls, text: str, *, kept: list[str], dropped: list[str], tokens: int, budget: int):
+    def __new__(
+        cls,
+        text: str,
+        *,
+        kept: list[str],
+        dropped: list[str],
+        tokens: int,
+        budget: int,
+        shortened: list[str] | None = None,
+        repeated: list[str] | None = None,
+    ):
         obj = super().__new__(cls, text)
         obj.kept = kept
         obj.dropped = dropped
+        obj.shortened = list(shortened or [])
+        obj.repeated = list(repeated or [])
         obj.tokens = tokens
         obj.max_tokens = budget
         return obj
@@ -122,9 +138,17 @@ class Prompt(str):
     def report(self) -> str:
         """One line on what the budget did to the context."""
         line = f"{len(self.kept)} memories, ~{self.tokens} of {self.max_tokens} tokens"
+        if self.shortened:
+            line += f"; {len(self.shortened)} shortened to an excerpt: {', '.join(self.shortened)}"
         if self.dropped:
             line += f"; dropped {len(self.dropped)} lowest-ranked: {', '.join(self.dropped)}"
+        if self.repeated:
+            line += f"; left out {len(self.repeated)} repeating a better-ranked one"
         return line
+
+
+#: The fewest tokens of a memory worth an excerpt: under this, it is dropped.
+MIN_EXCERPT_TOKENS = 24
 
 
 @dataclass
@@ -192,33 +216,86 @@ class Context:
         """The context as prompt text within ``max_tokens``: a whole number, 0 or more;
         None (the default) is the budget the context was built with (``get_context``'s
         ``max_tokens``, else ``Settings.max_memory_tokens``: 4096).  ``header`` is the
-        first line ("" for none).
+        first line ("" for none; left out too when even it does not fit).
 
-        Lowest-ranked items are dropped first; the kept ones are written oldest
-        first so the conversation reads in order.  ``result.dropped`` lists the ids
-        left out and ``result.report()`` says so in one line.
+        Items go in best-ranked first; the first one that does not fit whole goes in
+        as an excerpt of what fits (the passage that matched the query, for a long
+        memory relevance found; else its beginning), and every item ranked below it
+        is dropped: the lowest-ranked go first, never a better one for a worse one
+        that is shorter.  An item that says word for word what a better-ranked one
+        said (a cell run twice, a retried write) is left out.  The kept ones are
+        written oldest first so the conversation reads in order.  ``result.dropped``,
+        ``result.shortened`` and ``result.repeated`` list the ids, and
+        ``result.report()`` says so in one line.
         """
         budget = self.max_tokens if max_tokens is None else check_limit(max_tokens, "max_tokens")
         header = check_text(header, "header", allow_empty=True)
         used = self.token_counter(header) if header else 0
-        kept: list[ContextItem] = []
+        if used > budget:
+            header, used = "", 0
+        kept: list[tuple[ContextItem, str]] = []
         dropped: list[str] = []
+        shortened: list[str] = []
+        repeated: list[str] = []
+        said: set[tuple[str, str]] = set()
+        full = False
         for item in self.items:  # already best-first
-            cost = self.token_counter(self.format_item(item))
-            if used + cost <= budget:
-                kept.append(item)
-                used += cost
-            else:
+            words = (item.role, " ".join(item.text.split()))
+            if words in said:
+                repeated.append(item.id)
+                continue
+            if full:
                 dropped.append(item.id)
-        ordered = sorted(kept, key=lambda i: (i.created_at, i.id))
-        lines = ([header] if header else []) + [self.format_item(i) for i in ordered]
+                continue
+            line = self.format_item(item)
+            cost = self.token_counter(line)
+            if used + cost > budget:
+                full = True
+                line = self._excerpt(item, budget - used)
+                if not line:
+                    dropped.append(item.id)
+                    continue
+                cost = self.token_counter(line)
+                shortened.append(item.id)
+            said.add(words)
+            kept.append((item, line))
+            used += cost
+        ordered = sorted(kept, key=lambda pair: (pair[0].created_at, pair[0].id))
+        lines = ([header] if header else []) + [line for _, line in ordered]
         return Prompt(
             "\n".join(lines),
-            kept=[i.id for i in ordered],
+            kept=[item.id for item, _ in ordered],
             dropped=dropped,
             tokens=used,
             budget=budget,
+            shortened=shortened,
+            repeated=repeated,
         )
+
+    def _excerpt(self, item: ContextItem, room: int) -> str:
+        """The item cut to ``room`` tokens ("" when under :data:`MIN_EXCERPT_TOKENS`):
+        from the passage that matched, else from its beginning, marked as cut."""
+        if room < MIN_EXCERPT_TOKENS:
+            return ""
+        text = item.text
+        start = item.passage[0] if item.passage and item.content else 0
+        lead = self.format_item(item)[: -len(text) or None] + ("… " if start else "")
+        tail = " … [excerpt]"
+        body = text[start:]
+        # the longest prefix of body that fits (the counter is any function of the text)
+        low, high = 0, len(body)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.token_counter(lead + body[:middle] + tail) <= room:
+                low = middle
+            else:
+                high = middle - 1
+        if low == len(body):
+            return lead + body
+        cut = body[:low]
+        space = cut.rfind(" ", max(0, low - 40))
+        cut = cut[:space] if space > 0 else cut
+        return lead + cut.rstrip() + tail if cut.strip() else ""
 
     def summary(self) -> str:
         counts = {s: len(self.by_strategy(s)) for s in STRATEGIES}

@@ -1,0 +1,74 @@
+"""How ``Context.to_prompt`` fits a token budget: the lowest-ranked go first, a long
+best memory goes in as an excerpt of its matched passage, repeats are left out.
+
+Before, the fit was greedy: a 19.6k-character answer ranked first was dropped whole
+("dropped 1 lowest-ranked") while shorter, lower-ranked turns were kept, and an
+AGENTS.md section ranked second was dropped while six ordinary turns stayed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from nbmemory.retrieval.context import Context, ContextItem
+
+NOW = dt.datetime(2026, 12, 7, 9, 0)
+
+
+def _item(i: int, content: str, *, passage: tuple[int, int] | None = None, role="assistant"):
+    return ContextItem(
+        id=f"m{i}",
+        role=role,
+        content=content,
+        created_at=NOW + dt.timedelta(minutes=i),
+        importance=0.5,
+        session_id="s",
+        passage=passage,
+        strategies=["relevance"],
+        positions={"relevance": i},
+        rank=i + 1,
+    )
+
+
+def _context(items: list[ContextItem], budget: int = 4096) -> Context:
+    return Context("s", "q", "default", items, {}, budget)
+
+
+def test_a_long_best_memory_goes_in_as_the_passage_that_matched():
+    filler = "Some long explanation of the deployment pipeline and its many steps. " * 280
+    answer = "The staging database host is db-staging-7.internal on port 6432."
+    long_text = filler + answer
+    start = long_text.index(answer)
+    items = [_item(0, long_text, passage=(start, len(long_text)))]
+    items += [_item(i, f"short turn number {i}") for i in range(1, 6)]
+    prompt = _context(items).to_prompt(max_tokens=300)
+    assert answer in prompt and prompt.shortened == ["m0"]
+    assert "m0" in prompt.kept and prompt.tokens <= 300
+    assert "shortened" in prompt.report()
+
+
+def test_no_better_memory_is_dropped_for_a_worse_one_that_is_shorter():
+    section = "## Testing\n" + "\n".join(
+        f"- rule {k}: run pytest -x before pushing" for k in range(40)
+    )
+    items = [_item(0, "we deploy on Fridays"), _item(1, section, role="system")]
+    items += [_item(i, f"ok {i}") for i in range(2, 8)]
+    prompt = _context(items).to_prompt(max_tokens=120)
+    ranks = {item.id: item.rank for item in items}
+    assert prompt.tokens <= 120
+    assert "m1" in prompt.kept  # the section, as an excerpt: not dropped for "ok 2"
+    assert max(ranks[i] for i in prompt.kept) < min(ranks[i] for i in prompt.dropped)
+
+
+def test_a_memory_said_twice_is_in_the_prompt_once():
+    items = [_item(0, "The API listens on port 8443."), _item(1, "The API  listens on port 8443.")]
+    items.append(_item(2, "Use ruff, not black."))
+    prompt = _context(items).to_prompt()
+    assert prompt.count("port 8443") == 1 and prompt.repeated == ["m1"]
+    assert "repeating" in prompt.report()
+
+
+def test_a_budget_of_nothing_is_an_empty_prompt():
+    prompt = _context([_item(0, "hello")]).to_prompt(max_tokens=0)
+    assert prompt == "" and prompt.tokens == 0 and prompt.dropped == ["m0"]
+    assert prompt.report().startswith("0 memories, ~0 of 0 tokens")
