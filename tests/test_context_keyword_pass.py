@@ -26,27 +26,26 @@ TURNS = [
 ]
 
 
-@pytest.mark.real_model
-def test_the_memory_search_ranks_first_for_a_rare_term_is_in_the_context(store_path, real_embedder):
+@pytest.fixture
+def chat(store_path, real_embedder):
     with Memory(store_path, embedder=real_embedder) as mem:
         for role, text in TURNS:
             mem.add_event("s1", role, text)
         mem.flush()
-        hits = mem.search("respx", limit=3)
-        assert "respx" in hits.content.iloc[0]
-        assert hits.similarity.iloc[0] < mem.settings.relevance_threshold  # under the floor
-        relevant = [
-            item.content for item in mem.get_context("s2", "respx").by_strategy("relevance")
-        ]
-        assert relevant and "respx" in relevant[0]
+        yield mem
 
 
 @pytest.mark.real_model
-def test_a_term_no_memory_holds_does_not_open_the_floor(store_path, real_embedder):
-    with Memory(store_path, embedder=real_embedder) as mem:
-        for role, text in TURNS:
-            mem.add_event("s1", role, text)
-        mem.flush()
-        # "KRaft" is in no memory: the floor keeps out what it kept out before
-        relevant = mem.get_context("s2", "KRaft").by_strategy("relevance")
-        assert all(item.similarity > mem.settings.relevance_threshold for item in relevant)
+def test_the_memory_search_ranks_first_for_a_rare_term_is_in_the_context(chat):
+    hits = chat.search("respx", limit=3)
+    assert "respx" in hits.content.iloc[0]
+    assert hits.similarity.iloc[0] < chat.settings.relevance_threshold  # under the floor
+    relevant = [item.content for item in chat.get_context("s2", "respx").by_strategy("relevance")]
+    assert relevant and "respx" in relevant[0]
+
+
+@pytest.mark.real_model
+def test_a_term_no_memory_holds_does_not_open_the_floor(chat):
+    # "KRaft" is in no memory: the floor keeps out what it kept out before
+    relevant = chat.get_context("s2", "KRaft").by_strategy("relevance")
+    assert all(item.similarity > chat.settings.relevance_threshold for item in relevant)
