@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import re
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -78,6 +80,27 @@ def code_blocks(path: Path) -> list[Block]:
         blocks.append(Block(path, i + 1, opening["info"].strip(), "\n".join(body) + "\n"))
         i = j + 1
     return blocks
+
+
+def _contents(found: Any) -> list[str]:
+    return [str(text) for text in found["content"]]
+
+
+#: What some examples must show, not only run: page -> {a name its examples bind: a check
+#: of the value}, checked in the page's shell after its last block.  An example that
+#: returns an empty frame runs as well as one that returns the row it shows.
+OUTCOMES: dict[str, dict[str, Callable[[Any], bool]]] = {
+    "README.md": {
+        # the Astreus API's search sees the memory the example stored with that API
+        "budget": lambda found: _contents(found) == ["The project budget is $50k"],
+    },
+    "docs/python-api.md": {
+        # the Astreus search with the threshold the example explains finds the budget
+        "recent": lambda found: _contents(found) == ["Budget is $50k"],
+        # plain SQL that reads returns its rows
+        "per_role": lambda rows: bool(rows) and all(len(row) == 2 for row in rows),
+    },
+}
 
 
 def _ids(paths: list[Path]) -> list[str]:
@@ -179,6 +202,22 @@ def test_examples_run(
     blocks = [b for b in code_blocks(path) if b.runs]
     for block in blocks:
         run_block(docs_shell, block)
+    for name, holds in OUTCOMES.get(str(path.relative_to(ROOT)), {}).items():
+        assert name in docs_shell.user_ns, f"{path.name}: no example binds {name!r} any more"
+        value = docs_shell.user_ns[name]
+        assert holds(value), f"{path.name}: the example's {name!r} is not what it says:\n{value}"
+
+
+def test_the_readme_says_what_relevance_keeps_in_each_profile() -> None:
+    """The README's table said the context's relevance was cosine > 0.65, the ``spec``
+    profile's threshold; the default profile keeps its hybrid ranking above a cosine floor."""
+    from nbmemory.config import Settings
+
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    row = next(line for line in lines if line.startswith("| Tri-hybrid context"))
+    default, spec = Settings().relevance_threshold, Settings(profile="spec").relevance_threshold
+    assert f"cosine floor of {default:g};" in row, row
+    assert f'cosine > {spec:g} with `profile="spec"`' in row, row
 
 
 def test_no_merge_conflict_markers_are_left_in_the_repository() -> None:

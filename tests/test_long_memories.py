@@ -11,6 +11,7 @@ import html
 import random
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -362,3 +363,57 @@ def test_every_way_of_forgetting_takes_the_passages_and_purge_leaves_no_orphan(t
         assert len(after) == per_event[kept] and {r[0] for r in after} == {kept}
         found = mem.search(TAIL_FACTS[6][1], mode="vector", limit=1)
         assert found["id"].tolist() == [kept]  # the passages that stay still serve search
+
+
+def _search_similarity(mem: Memory, question: str) -> dict[str, float]:
+    found = mem.search(question, mode="vector", limit=50)
+    return dict(zip(found["id"], found["similarity"], strict=True))
+
+
+@pytest.mark.parametrize("budget", [None, 0.0001], ids=["index", "duckdb"])
+def test_research_scores_a_long_memory_by_its_best_passage_as_search_does(tmp_path, budget):
+    """The research toolkit (similarities, labelled sweeps, the tuner's histogram) reads
+    the numbers search applies its thresholds to: a long memory by its best passage, not
+    its first (the tail fact of a long message scored 0.092 there and 0.282 in search)."""
+    from nbmemory.research.thresholds import threshold_sweep
+
+    fact, question = TAIL_FACTS[0]
+    with Memory(tmp_path / "m.duckdb", embedder="hash", vector_budget_mb=budget) as mem:
+        short = mem.add_event("s", "user", "the staging server reboots on Sundays").id
+        long = mem.add_event("s", "assistant", long_message(0, fact)).id
+        mem.flush()
+        sims = mem.research.similarities([question], relevant=[[long]]).set_index("id")
+        searched = _search_similarity(mem, question)
+        assert set(sims.index) == {short, long}
+        for event_id in (short, long):
+            assert sims.loc[event_id, "similarity"] == pytest.approx(searched[event_id], abs=1e-6)
+        frame, matrix = mem.embeddings.vectors()
+        first = matrix[(frame["id"] == long) & (frame["passage_start"] == 0)]
+        query = mem.embeddings.embed_queries([question])[0]
+        assert float((first @ query)[0]) < sims.loc[long, "similarity"] - 0.05
+        # a threshold just under the search similarity still retrieves the evidence
+        sweep = threshold_sweep(sims.reset_index(), [searched[long] - 0.01]).iloc[0]
+        assert sweep["recall"] == 1.0
+
+
+def test_embedding_vectors_are_the_stored_rows_with_their_passages(tmp_path):
+    text = long_message(2, TAIL_FACTS[2][0])
+    with Memory(tmp_path / "m.duckdb", embedder="hash") as mem:
+        short = mem.add_event("s", "user", "a short note").id
+        long = mem.add_event("s", "assistant", text).id
+        mem.flush()
+        frame, matrix = mem.embeddings.vectors()
+        stored = _vector_rows(mem)
+        assert len(frame) == matrix.shape[0] == len(stored) > 2
+        assert list(frame.columns[-2:]) == ["passage_start", "passage_stop"]
+        passages = frame[frame["id"] == long]
+        spans = [tuple(r[2:]) for r in stored if r[0] == long]
+        assert list(zip(passages["passage_start"], passages["passage_stop"], strict=True)) == spans
+        assert (
+            frame.loc[frame["id"] == short, ["passage_start", "passage_stop"]].isna().all(axis=None)
+        )
+        # the best row of each memory is the similarity research and search report
+        query = mem.embeddings.embed_queries([TAIL_FACTS[2][1]])[0]
+        best = pd.Series(matrix @ query, index=frame["id"]).groupby(level=0).max()
+        sims = mem.research.similarities(TAIL_FACTS[2][1]).set_index("id")["similarity"]
+        assert np.allclose(best[sims.index], sims, atol=1e-6)

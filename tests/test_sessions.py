@@ -185,6 +185,18 @@ def test_state_is_persisted_on_close_and_survives_a_restart(store_path: str) -> 
             mem.start_session("mallory", namespace="auth-service", session_id=sid)
 
 
+def test_resuming_a_closed_session_says_to_pass_reopen(mem: Memory) -> None:
+    sid = mem.sessions.start("alice").session_id
+    mem.sessions.close(sid)
+    with pytest.raises(SessionNotFound) as info:
+        mem.sessions.resume(sid)
+    assert str(info.value) == (
+        f"session {sid!r} is closed in namespace 'default'; pass reopen=True to continue it"
+    )
+    assert mem.sessions.get(sid).status == "closed"  # the refusal changed nothing
+    assert mem.sessions.resume(sid, reopen=True).status == "active"
+
+
 def test_state_must_be_json(mem: Memory) -> None:
     with pytest.raises(InvalidInput, match="JSON"):
         mem.start_session("u", state={"bad": object()})

@@ -183,7 +183,8 @@ class StoreLocked(StoreError):
 
 
 class SessionNotFound(NotFound):
-    """No usable session with that id in the namespace (never created, deleted or expired)."""
+    """No usable session with that id in the namespace (never created, deleted, expired,
+    or closed: then the message says to pass ``reopen=True``)."""
 
     kind = "session"
     hint = (
@@ -191,9 +192,13 @@ class SessionNotFound(NotFound):
         "or start a new one with mem.sessions.start()"
     )
 
-    def __init__(self, session_id: str, namespace: str, why: str = "not found") -> None:
+    def __init__(
+        self, session_id: str, namespace: str, why: str = "not found", hint: str | None = None
+    ) -> None:
         self.session_id = session_id
         self.why = why
+        if hint is not None:  # what to do about this miss, instead of the general hint
+            self.hint = hint
         super().__init__(session_id, namespace)
 
     def _message(self) -> str:

@@ -11,8 +11,11 @@ from ..errors import InvalidInput
 from ..retrieval.vector_index import normalise_rows
 from ..validation import check_text
 
-#: Columns of a memory row returned with its vector by :meth:`Embeddings.vectors`.
-VECTOR_FRAME_COLUMNS = ["id", "session_id", "role", "kind", "content", "importance", "created_at"]
+#: Columns of the memory a vector of :meth:`Embeddings.vectors` belongs to.
+MEMORY_FRAME_COLUMNS = ["id", "session_id", "role", "kind", "content", "importance", "created_at"]
+#: Columns of :meth:`Embeddings.vectors`: the memory, then the characters of its content
+#: the vector is of (NA for a memory embedded whole).
+VECTOR_FRAME_COLUMNS = [*MEMORY_FRAME_COLUMNS, "passage_start", "passage_stop"]
 
 
 class Embeddings:
@@ -85,16 +88,23 @@ class Embeddings:
         return len(rows)
 
     def vectors(self, *, namespace: str | None = None) -> tuple[pd.DataFrame, np.ndarray]:
-        """Every memory embedded by the current model, and its unit-length vector.
+        """Every vector the current model stored for the namespace's memories, unit length.
 
-        Returns ``(frame, matrix)``: one row of ``frame`` (id, session_id, role, kind,
-        content, importance, created_at; oldest first) per row of the float32
-        ``matrix``.  Cosine similarity of any query against every memory is then one
-        matrix product (``matrix @ q``), ~15x faster than SQL for a whole sweep.
+        Returns ``(frame, matrix)``: one row of ``frame`` per row of the float32
+        ``matrix``, oldest memory first.  A memory longer than the model's window is
+        stored as several passages (see ``docs/retrieval.md``), so it has one row per
+        passage, in order: ``frame`` holds the memory (id, session_id, role, kind,
+        content, importance, created_at) and the characters of its content the vector
+        is of (``passage_start``/``passage_stop``, NA for a memory embedded whole).
+        ``matrix @ q`` is then the cosine of a query to every passage; search scores
+        a memory by its best passage (the maximum over its rows), which is what
+        ``mem.research.similarities`` returns, one row per memory.
         """
         frame = self.core.store.vectors.embedded_frame(
-            self.core.ns(namespace), self.core.model, VECTOR_FRAME_COLUMNS
+            self.core.ns(namespace), self.core.model, MEMORY_FRAME_COLUMNS
         )
+        for column in ("passage_start", "passage_stop"):
+            frame[column] = frame[column].astype("Int64")
         if frame.empty:
             return frame[VECTOR_FRAME_COLUMNS], np.zeros((0, 0), dtype=np.float32)
         matrix = normalise_rows(np.stack(frame["embedding"].to_numpy()).astype(np.float32))

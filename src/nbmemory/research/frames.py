@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInput
-from ..log.embeddings import VECTOR_FRAME_COLUMNS
+from ..log.embeddings import MEMORY_FRAME_COLUMNS
 from ..retrieval.context import STRATEGIES as CONTEXT_STRATEGIES
 from ..validation import check_name
 from .thresholds import SPEC_THRESHOLDS
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .subject import MemoryLike as Memory
 
 #: Columns of :func:`memories_frame`: the memory, then whether it is salient and embedded.
-MEMORY_COLUMNS = [*VECTOR_FRAME_COLUMNS[:-1], "salient", "embedded", "created_at"]
+MEMORY_COLUMNS = [*MEMORY_FRAME_COLUMNS[:-1], "salient", "embedded", "created_at"]
 
 
 def memories_frame(memory: Memory, *, namespace: str | None = None) -> pd.DataFrame:

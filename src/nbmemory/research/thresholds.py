@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInput
-from ..retrieval.blas import one_thread
+from ..log.embeddings import MEMORY_FRAME_COLUMNS
 from .datasets import LoadedConversation
 
 if TYPE_CHECKING:
@@ -56,25 +56,31 @@ def similarity_frame(
     namespace: str | None = None,
     relevant: pd.DataFrame | Sequence[Iterable[str]] | None = None,
 ) -> pd.DataFrame:
-    """Cosine similarity of one query, or many, against every memory (numpy, exact).
+    """Cosine similarity of one query, or many, against every memory, as search scores it.
 
     One row per (query, memory): query_index, query, id, session_id, role, kind,
     content, importance, created_at, similarity; plus ``relevant`` when labels are
     given (``relevant`` is a list of relevant-id collections, one per query, or a
     frame with a ``relevant_ids`` column).  Only vectors of the store's model count.
+
+    A memory longer than the model's window is stored as passages and scored by its
+    best one, by the same index and function search and ``get_context`` use
+    (:func:`best_passage_similarities`): a fact in the tail of a long message scores
+    here what it scores there, so a threshold tuned on these numbers is the one
+    search applies.
     """
     texts = [queries] if isinstance(queries, str) else list(queries)
     if not texts:
         raise InvalidInput("give at least one query")
-    memories, matrix = memory.embeddings.vectors(namespace=namespace)
+    ns = memory.core.ns(namespace)
+    memories = memory.store.vectors.embedded_events(ns, memory.model_name, MEMORY_FRAME_COLUMNS)
     vectors = memory.embeddings.embed_queries(texts)
-    with one_thread(vectors.shape[0] * matrix.size):
-        sims = vectors @ matrix.T if len(memories) else np.zeros((len(texts), 0), np.float32)
+    sims = best_passage_similarities(memory, vectors, memories["id"].tolist(), ns)
     n = len(memories)
     frame = pd.concat([memories] * len(texts), ignore_index=True)
     frame.insert(0, "query", np.repeat(texts, n))
     frame.insert(0, "query_index", np.repeat(np.arange(len(texts)), n))
-    frame["similarity"] = sims.reshape(-1).astype("float64")
+    frame["similarity"] = sims.reshape(-1)
     if relevant is not None:
         labels = (
             relevant["relevant_ids"].tolist()
@@ -87,6 +93,23 @@ def similarity_frame(
         flags = [np.isin(ids, list(label)) for label in labels]
         frame["relevant"] = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
     return frame
+
+
+def best_passage_similarities(
+    memory: Memory, vectors: np.ndarray, ids: Sequence[str], namespace: str
+) -> np.ndarray:
+    """Cosine of each query vector (a row of ``vectors``) to each of ``ids``, float64 of
+    shape (queries, ids): a memory's best passage's, read from the vector index search
+    ranks with (``Searcher.similarities``, or DuckDB over a vector budget); NaN for a
+    memory the index holds no vector of."""
+    out = np.full((len(vectors), len(ids)), np.nan)
+    if not len(ids):
+        return out
+    searcher = memory.core.indexes.searcher(memory.model_name, namespace, search=False)
+    for row, vector in enumerate(vectors):
+        scores = searcher.similarities(vector, ids)
+        out[row] = [scores.get(event_id, np.nan) for event_id in ids]
+    return out
 
 
 def threshold_sweep(

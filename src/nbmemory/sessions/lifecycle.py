@@ -303,7 +303,9 @@ class Sessions:
     ) -> Session:
         """Load a session and mark it used now; :class:`SessionNotFound` if gone or expired.
 
-        A closed session is an error unless ``reopen=True`` (then it is active again).
+        A closed session is an error (:class:`SessionNotFound`, saying to pass
+        ``reopen=True``) unless ``reopen=True``: then it is active again, as
+        :meth:`start` with its ``session_id`` makes it.
         The session comes back with its plan (``session.plan``, ``session.next_step``),
         its tool history (``session.tool_history``: the tool calls its turns
         recorded) and its last built context (``session.context``: the cached one
@@ -347,7 +349,9 @@ class Sessions:
                 )
             if session.status != ACTIVE:
                 if not reopen:
-                    raise SessionNotFound(session_id, ns, "is closed")
+                    raise SessionNotFound(
+                        session_id, ns, "is closed", "pass reopen=True to continue it"
+                    )
                 tx.sessions.reopen(ns, session_id, now)
                 tx.audit("session_reopen", [session_id], ns)
             else:

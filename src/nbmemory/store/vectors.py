@@ -57,9 +57,18 @@ def cosine_sql(column: str) -> str:
 #: Events with the vectors of one model (the model is the first parameter): one row
 #: per passage of a long text.
 _WITH_VECTOR = (
-    f"SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding, v.passage FROM events e"
+    f"SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding, v.passage, v.span_start,"
+    " v.span_stop FROM events e"
     " JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model WHERE v.model = ?"
 )
+
+
+def _columns(columns: Sequence[str]) -> str:
+    """``columns`` of ``events`` as a SELECT list, refused unless each is one."""
+    unknown = set(columns) - set(READ_COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown columns {unknown}")
+    return ", ".join(columns)
 
 
 def _direction(dim: int) -> np.ndarray:
@@ -254,13 +263,24 @@ class EventVectors(TableObject):
         )
 
     def embedded_frame(self, namespace: str, model: str, columns: Sequence[str]) -> pd.DataFrame:
-        """Events of ``namespace`` embedded by ``model``, with their vectors, oldest first
-        (a long text: the vector of its first passage)."""
-        unknown = set(columns) - set(READ_COLUMNS)
-        if unknown:
-            raise ValueError(f"unknown columns {unknown}")
+        """Every vector ``model`` stored for the events of ``namespace``, with the event's
+        ``columns``, oldest event first: one row per vector, so a long text has one per
+        passage, in order, with the characters of its content the passage holds
+        (``passage_start``/``passage_stop``; NULL for a text embedded whole)."""
         frame: pd.DataFrame = self.store.run(
-            f"SELECT {', '.join(columns)}, embedding FROM ({_WITH_VECTOR})"
+            f"SELECT {_columns(columns)}, span_start AS passage_start,"
+            f" span_stop AS passage_stop, embedding FROM ({_WITH_VECTOR})"
+            " WHERE namespace = ? ORDER BY created_at, id, passage",
+            [model, namespace],
+            "df",
+        )
+        return frame
+
+    def embedded_events(self, namespace: str, model: str, columns: Sequence[str]) -> pd.DataFrame:
+        """The ``columns`` of each event of ``namespace`` embedded by ``model``, one row per
+        event however many passages it has, oldest first (no vectors)."""
+        frame: pd.DataFrame = self.store.run(
+            f"SELECT {_columns(columns)} FROM ({_WITH_VECTOR})"
             " WHERE namespace = ? AND coalesce(passage, 0) = 0 ORDER BY created_at, id",
             [model, namespace],
             "df",
