@@ -389,13 +389,25 @@ _YEARS = re.compile(r"\b((?:19|20)\d\d)\b")
 _BEFORE = re.compile(r"\b(?:the\s+)?(?P<span>week|weekend|day|month)\s+before\b", re.I)
 
 
-def question_period(question: str) -> Period | None:
+def question_period(question: str, asked_at: dt.datetime | None = None) -> Period | None:
     """The period a question asks about, when it names one outright ("in May 2023",
     "on 7 July, 2023", "the week before August 3, 2023"); None otherwise.
 
-    Relative words in a question ("last week") are not read: a question is not
-    written at a memory's time.  Several named periods give their span.
+    Relative words ("yesterday", "last week", "on Monday", "three days ago") are read
+    against ``asked_at``, the time the question is asked (an agent asks now), and
+    only when the question names no date outright.  Without ``asked_at`` they are
+    not read: a question is not written at a memory's time.  Several named periods
+    give their span.
     """
+    period = _named_period(question)
+    if period is not None or asked_at is None:
+        return period
+    found = list(relative_periods(question, asked_at))
+    return Period(min(p.start for p in found), max(p.end for p in found)) if found else None
+
+
+def _named_period(question: str) -> Period | None:
+    """The period a question names outright (see :func:`question_period`)."""
     years = _YEARS.findall(question)
     found = list(explicit_periods(question, year=int(years[-1]) if len(set(years)) == 1 else None))
     if not found:

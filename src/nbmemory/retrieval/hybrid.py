@@ -364,10 +364,11 @@ def _reciprocal_ranks(hits: list[tuple[str, float]], ids: list[str]) -> np.ndarr
 
 def _dates(question: str, mine: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
     """date_written, date_said and date_after of each candidate for the period the
-    question names (all 0 when it names none, or one wider than two months)."""
+    question names (all 0 when it names none, or one wider than two months); a
+    relative one ("yesterday", "last week") is read against now, when it is asked."""
     size = len(mine["created_days"])
     zero = np.zeros(size)
-    period = question_period(question)
+    period = question_period(question, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
     if period is None:
         return zero, zero, zero
     days = mine["created_days"]

@@ -1,0 +1,48 @@
+"""A question's relative date ("yesterday", "last week") is read against the time it
+is asked: an agent asks now.  Before, only dates written out were read, and "what did
+we decide yesterday?" ranked a six-day-old decision first."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from nbmemory import Memory
+from nbmemory.retrieval.dates import Period, question_period
+
+ASKED = dt.datetime(2026, 12, 7, 9, 30)
+
+
+@pytest.mark.parametrize(
+    "question, start, end",
+    [
+        ("what did we decide yesterday?", dt.date(2026, 12, 6), dt.date(2026, 12, 7)),
+        ("what did we change three days ago?", dt.date(2026, 12, 4), dt.date(2026, 12, 5)),
+        ("what happened last week?", dt.date(2026, 11, 30), dt.date(2026, 12, 7)),
+    ],
+)
+def test_relative_words_are_read_against_the_time_of_asking(question, start, end):
+    period = question_period(question, ASKED)
+    assert period is not None and (period.start, period.end) == (start, end)
+    assert question_period(question) is None  # without a time of asking, as before
+
+
+def test_a_date_written_out_wins_over_a_relative_word():
+    period = question_period("what did we say yesterday about May 3, 2023?", ASKED)
+    assert period == Period(dt.date(2023, 5, 3), dt.date(2023, 5, 4))
+
+
+@pytest.mark.real_model
+def test_yesterdays_decision_ranks_first_for_a_question_about_yesterday(store_path, real_embedder):
+    now = dt.datetime.now(dt.timezone.utc)
+    with Memory(store_path, embedder=real_embedder) as mem:
+        for days, text in [
+            (6, "Decision: we use ruff, not black, for formatting."),
+            (4, "Decision: logs go to Loki via promtail."),
+            (1, "Decision: we go with Redis Streams for the job queue."),
+        ]:
+            mem.add_event("d", "user", text, created_at=now - dt.timedelta(days=days))
+        mem.flush()
+        hits = mem.search("what did we decide yesterday?", limit=3)
+        assert "Redis Streams" in hits.content.iloc[0] and "date" in hits.signals.iloc[0]
