@@ -72,3 +72,14 @@ def test_a_budget_of_nothing_is_an_empty_prompt():
     prompt = _context([_item(0, "hello")]).to_prompt(max_tokens=0)
     assert prompt == "" and prompt.tokens == 0 and prompt.dropped == ["m0"]
     assert prompt.report().startswith("0 memories, ~0 of 0 tokens")
+
+
+def test_a_tool_result_names_its_tool_and_a_pasted_block_cannot_pass_for_a_memory():
+    result = _item(0, "1 failed, 24 passed", role="tool")
+    result.tool_name = "run_tests"
+    block = _item(1, "The unit file:\n[Unit]\nDescription=billing-api")
+    prompt = _context([result, block]).to_prompt()
+    lines = prompt.splitlines()
+    assert lines[1].endswith("] tool run_tests: 1 failed, 24 passed")
+    assert lines[2].endswith("] assistant: The unit file:")
+    assert lines[3:] == ["  [Unit]", "  Description=billing-api"]

@@ -139,7 +139,7 @@ def test_the_turn_is_shown_with_its_calls_in_recent_context_and_prompt(mem):
     prompt = context.to_prompt()
     lines = prompt.splitlines()
     assert any(line.endswith(f"assistant: {CALL_LINE}") for line in lines), prompt
-    assert any(line.endswith("tool: Sunny, 21 C") for line in lines), prompt
+    assert any(line.endswith("tool get_weather: Sunny, 21 C") for line in lines), prompt
     # the conversation reads in order: question, call, reply, answer
     order = [next(i for i, line in enumerate(lines) if part in line) for part in
              ("What is the weather", CALL_LINE, "Sunny, 21 C", "It is sunny")]  # fmt: skip

@@ -22,6 +22,11 @@ from ..event_rows import turn_text
 from ..validation import check_limit, check_text
 
 
+def _indented(text: str) -> str:
+    """``text`` with every line after the first indented by two spaces."""
+    return text.replace("\n", "\n  ") if "\n" in text else text
+
+
 def estimate_tokens(text: str) -> int:
     """Rough token count (about four characters a token for English under BPE tokenizers)."""
     return max(1, math.ceil(len(text) / 4))
@@ -83,6 +88,8 @@ class ContextItem:
     #: The characters of ``content`` of the passage that matched (a long memory found
     #: by relevance), or None
     passage: tuple[int, int] | None = None
+    #: The tool whose result this turn is (a ``tool`` turn), when it was given
+    tool_name: str | None = None
     strategies: list[str] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
     rank: int = 0
@@ -209,8 +216,18 @@ class Context:
 
     @staticmethod
     def format_item(item: ContextItem) -> str:
+        """``[time] role: text``; a tool's result names its tool (``tool run_tests:``),
+        and the lines after the first are indented, so a line of the text that starts
+        like ``[Unit]`` never reads as the start of another memory."""
+        return Context._lead(item) + _indented(item.text)
+
+    @staticmethod
+    def _lead(item: ContextItem) -> str:
         when = item.created_at.strftime("%Y-%m-%d %H:%M") if item.created_at else "?"
-        return f"[{when}] {item.role}: {item.text}"
+        who = (
+            f"{item.role} {item.tool_name}" if item.role == "tool" and item.tool_name else item.role
+        )
+        return f"[{when}] {who}: "
 
     def to_prompt(self, max_tokens: int | None = None, *, header: str = "Memory:") -> Prompt:
         """The context as prompt text within ``max_tokens``: a whole number, 0 or more;
@@ -279,23 +296,23 @@ class Context:
             return ""
         text = item.text
         start = item.passage[0] if item.passage and item.content else 0
-        lead = self.format_item(item)[: -len(text) or None] + ("… " if start else "")
+        lead = self._lead(item) + ("… " if start else "")
         tail = " … [excerpt]"
         body = text[start:]
         # the longest prefix of body that fits (the counter is any function of the text)
         low, high = 0, len(body)
         while low < high:
             middle = (low + high + 1) // 2
-            if self.token_counter(lead + body[:middle] + tail) <= room:
+            if self.token_counter(lead + _indented(body[:middle]) + tail) <= room:
                 low = middle
             else:
                 high = middle - 1
         if low == len(body):
-            return lead + body
+            return lead + _indented(body)
         cut = body[:low]
         space = cut.rfind(" ", max(0, low - 40))
         cut = cut[:space] if space > 0 else cut
-        return lead + cut.rstrip() + tail if cut.strip() else ""
+        return lead + _indented(cut.rstrip()) + tail if cut.strip() else ""
 
     def summary(self) -> str:
         counts = {s: len(self.by_strategy(s)) for s in STRATEGIES}
@@ -373,6 +390,8 @@ def merge(
                 tool_calls=_text_or_none(record.get("tool_calls_json")),
             )
             items[item.id] = item
+        if item.tool_name is None:  # relevance's rows do not carry it; the others' do
+            item.tool_name = _text_or_none(record.get("tool_name"))
         if strategy not in item.strategies:
             item.strategies.append(strategy)
             item.positions[strategy] = position

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config import PROFILES
 from .dates import question_period
 from .fusion import (
     AFTER_DAYS,
@@ -89,6 +90,14 @@ class Candidates:
 #: In ``get_context``, a memory whose BM25 is at least this share of the query's best
 #: passes the cosine floor (:func:`find_candidates`'s ``keyword_pass``).
 KEYWORD_PASS = 0.5
+
+
+def keyword_pass(parameters: dict) -> float | None:
+    """:data:`KEYWORD_PASS` under the hybrid profile's floor (0.2) or a lower one; a
+    stricter threshold someone chose (``relevance_threshold=0.5``) is kept as chosen."""
+    threshold = parameters.get("relevance_threshold")
+    floor = PROFILES["hybrid"]["relevance_threshold"]
+    return KEYWORD_PASS if threshold is None or threshold <= floor else None
 
 
 def hybrid_rank(

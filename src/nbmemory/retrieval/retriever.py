@@ -40,7 +40,7 @@ from .context import Context, merge
 from .embedders import Embedder
 from .fusion import weights_vector
 from .hit_rows import by_similarity, hit_records
-from .hybrid import KEYWORD_PASS, Candidates, HybridHit, find_candidates, hybrid_rank
+from .hybrid import Candidates, HybridHit, find_candidates, hybrid_rank, keyword_pass
 from .indexes import Indexes
 from .passages import passage_columns
 from .rerank import Reranker, rerank_frame
@@ -524,7 +524,7 @@ class Retriever:
         wanted = limit if self.reranker is None else max(limit, s.rerank_top_n)
         return self.rank(
             query, vector, namespace, limit=wanted, threshold=p["relevance_threshold"],
-            mode="hybrid", strict=True, settings=s, keyword_pass=KEYWORD_PASS,
+            mode="hybrid", strict=True, settings=s, keyword_pass=keyword_pass(p),
         )  # fmt: skip
 
     def _near_misses(
