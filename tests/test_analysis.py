@@ -89,6 +89,9 @@ def test_importance_histogram_with_salience_cut(small: Memory) -> None:
     assert figures.shape_x(fig, "salience") == 0.8
     assert sum(sum(t.y) for t in fig.data) == 4  # every memory counted once, in bins
     assert max(len(t.x) for t in fig.data) == 20  # 0.05 wide: the figure's size is bounded
+    # from a frame, the cut it was read against (before: no line at all)
+    frame = frames.memories_frame(small)
+    assert figures.shape_x(figures.importance_histogram(frame), "salience") == 0.8
 
 
 def test_similarity_histogram_is_counted_in_bins_with_a_threshold_line() -> None:

@@ -125,10 +125,12 @@ def importance_histogram(
     """Distribution of importance (stacked by ``by``), with the salience cut as a line.
 
     ``data`` is a Memory (its memories are read) or a :func:`memories_frame`.
-    ``cut`` defaults to the store's ``salience_threshold`` (0.8) when a Memory is given.
+    ``cut`` defaults to the store's ``salience_threshold`` (0.8): the Memory's, or
+    the one the frame was read against (its ``attrs``).
     """
     if isinstance(data, pd.DataFrame):
         frame = data
+        cut = frame.attrs.get("salience_threshold") if cut is None else cut
     else:
         frame = memories_frame(data, namespace=namespace)
         cut = data.settings.salience_threshold if cut is None else cut

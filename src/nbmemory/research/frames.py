@@ -37,8 +37,10 @@ def memories_frame(memory: Memory, *, namespace: str | None = None) -> pd.DataFr
     ns = memory.namespace if namespace is None else check_name(namespace, "namespace")
     frame = memory.store.events.salience_frame(
         ns, memory.settings.salience_threshold, memory.model_name
-    )
-    return frame[MEMORY_COLUMNS]
+    )[MEMORY_COLUMNS]
+    # the cut ``salient`` was read against (importance_histogram draws it as a line)
+    frame.attrs["salience_threshold"] = memory.settings.salience_threshold
+    return frame
 
 
 def salience_table(memory: Memory, *, namespace: str | None = None) -> pd.DataFrame:
