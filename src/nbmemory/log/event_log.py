@@ -254,7 +254,7 @@ class EventLog:
         events compacting consolidation moved to the archive (not in ``events``).
         """
         core = self.core
-        counts = core.store.events.counts()
+        counts = core.store.events.counts(core.model)
 
         def total(column: str) -> int:
             return int(counts[column].sum()) if not counts.empty else 0
@@ -268,7 +268,7 @@ class EventLog:
             "embedded": total("embedded"),
             # embedded by another model (another Memory of the file): vector search does
             # not see them; mem.embeddings.reembed() embeds them with this one
-            "other_model": core.store.events.embedded_by_other(core.model),
+            "other_model": total("other_model"),
             "pending": total("pending"),
             "failed": total("failed"),
             "without_text": core.store.events.without_text(),

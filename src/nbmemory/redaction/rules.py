@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from . import checksums, code, keys, prose
-from .commands import CLI_RULES, command_words
+from . import checksums, code, keys, prose, web
+from .commands import CLI_RULES
 from .keys import SECRET_KEY
 from .phrases import CARD_CODE as _CARD_CODE
 from .phrases import PHRASE_RULES
@@ -266,31 +266,6 @@ def _aws_secret_span(match: re.Match[str]) -> Span | None:
     return match.span("secret") if mixed and any(c.isdigit() for c in value) else None
 
 
-def _cookie_span(match: re.Match[str]) -> Span | None:
-    """A Cookie header's pairs (all of them), a Set-Cookie header's first value, or
-    curl's ``-b name=value``, when a value is long enough to be a session's id."""
-    start, end = match.span("secret")
-    text = match.string
-    if match.group("set") or text.startswith("-b", match.start()):
-        cut = [i for i in (text.find(";", start, end), text.find(" ", start, end)) if i >= 0]
-        end = min(cut, default=end)  # one cookie: its attributes (Path=/) are not secret
-    values = [pair.partition("=")[2].strip() for pair in text[start:end].split(";")]
-    if not any(len(v) >= 8 and " " not in v and not code.is_placeholder(v) for v in values):
-        return None  # "Cookie: lang=en", "cookie: name=value pairs the browser sends"
-    if text.startswith("-", match.start()) and "curl" not in command_words(text, match.start()):
-        return None  # -b is curl's cookie jar, not other commands' flag
-    if end - start and (match.group("set") or text.startswith("-b", match.start())):
-        start = text.index("=", start, end) + 1
-    return start, len(text[:end].rstrip())
-
-
-def _authorization_span(match: re.Match[str]) -> Span | None:
-    start, end = match.span("secret")
-    if match.string[end : end + 1] in ("(", "[") or code.is_code(match.string, start, end):
-        return None  # authorization = self._get_param("authorization")
-    return start, end
-
-
 # -- personal data (redact_pii) ------------------------------------------------------------
 def _email_span(match: re.Match[str]) -> Span | None:
     return None if match.group("local").lower() == "git" else match.span()
@@ -471,7 +446,7 @@ RULES: tuple[Rule, ...] = (
         r"""(?i)\bauthorization\\*["']?[ \t]*[:=][ \t]*\\*["']?(?:basic|bearer|token|digest)?\s*"""
         rf"(?P<secret>{_NOT_DONE}[A-Za-z0-9\-._~+/]{{8,}}=*)",
         r"""authorization\\*["']?\s*[:=]""",
-        _authorization_span,
+        web.authorization_span,
         separated=True,
     ),
     Rule(
@@ -494,7 +469,7 @@ RULES: tuple[Rule, ...] = (
         r"""(?i)(?<![\w-])(?:(?P<set>set-)?cookie\\*["']?[ \t]*:[ \t]*|(?:-b|--cookie)[ \t]+["']?)"""
         r"""(?P<secret>[\w.%!#$&*+^`|~-]+=[^\r\n"'\\]{8,})""",
         ("cookie", "-b "),
-        _cookie_span,
+        web.cookie_span,
     ),
     # user:password@ in a URL (the user name stays)
     Rule(

@@ -274,31 +274,24 @@ class EventsTable(TableObject):
         )
         return frame
 
-    def counts(self) -> pd.DataFrame:
-        """Events per namespace, session and kind, with the embedding backlog."""
+    def counts(self, model: str | None = None) -> pd.DataFrame:
+        """Events per namespace, session and kind, with the embedding backlog and how
+        many carry a vector of another model than ``model`` (``other_model``: another
+        ``Memory`` of the file embedded them; vector search does not see them until
+        they are re-embedded)."""
         frame: pd.DataFrame = self.store.run(
             "SELECT namespace, session_id, kind, count(*) AS events,"
             " count(embedding_model) AS embedded,"
+            " count(*) FILTER (WHERE embedding_model <> ?) AS other_model,"
             " count(*) FILTER (WHERE embedding_model IS NULL AND embedding_error IS NULL"
             "   AND content IS NOT NULL) AS pending,"
             " count(embedding_error) AS failed,"
             " min(created_at) AS first_at, max(created_at) AS last_at"
             " FROM events GROUP BY ALL ORDER BY namespace, session_id, kind",
-            None,
+            [model or ""],
             "df",
         )
         return frame
-
-    def embedded_by_other(self, model: str) -> int:
-        """How many events carry a vector of another model than ``model`` (another
-        ``Memory`` of the file embedded them with its own): vector search does not
-        see them until they are re-embedded."""
-        rows = self.store.run(
-            "SELECT count(*) FROM events WHERE embedding_model IS NOT NULL"
-            " AND embedding_model <> ?",
-            [model],
-        )
-        return int(rows[0][0])
 
     def without_text(self) -> int:
         """How many events have no text to embed (tool-call turns)."""
