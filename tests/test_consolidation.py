@@ -74,7 +74,8 @@ def test_successful_consolidation_writes_summaries_and_facts(mem):
     summary = mem.get_memory(report.summary_ids[0])
     assert summary.kind == "summary"
     assert summary.session_id == "s1"
-    assert summary.importance == pytest.approx(0.9)
+    # the largest of its turns' (the name and the preference, 0.9)
+    assert summary.importance == max(mem.get(i).importance for i in ids) == pytest.approx(0.9)
     assert summary.metadata["source_ids"] == ids
     assert summary.metadata["summarizer"] == "extractive_summary"
     assert "TypeScript" in summary.content
@@ -292,3 +293,112 @@ def test_background_consolidation_starts_with_the_store_and_stops_on_close(store
         assert quiet.consolidator is None
     with Memory(store_path, embedder="hash", read_only=True) as reader:
         assert reader.consolidator is None
+
+
+# -- where a summary sits, what it weighs, what it quotes ----------------------------------
+
+
+def test_a_summary_is_dated_at_its_last_turn_and_sorts_before_a_later_correction() -> None:
+    """The summary of 3-day-old turns was dated at the run (now): the newest line of the
+    prompt, after the correction of what it summarised ("port 8080" after "moved to 8443")."""
+    now = dt.datetime(2024, 5, 8, 12, 0, tzinfo=dt.timezone.utc)
+    old = now - dt.timedelta(days=3)
+    with Memory(":memory:", embedder="hash", background_consolidation=False) as mem:
+        first = mem.add_event(
+            "d1", "user", "Our API runs on port 8080 behind nginx.", created_at=old
+        )
+        last = mem.add_event(
+            "d1", "assistant", "Noted, port 8080.", created_at=old + dt.timedelta(minutes=1)
+        )
+        fix = mem.add_event(
+            "d2",
+            "user",
+            "Update: the API moved to port 8443.",
+            created_at=now - dt.timedelta(hours=2),
+        )
+        report = mem.consolidation.run(now=now)
+        summary = mem.get(report.summary_ids[0])
+        assert summary.created_at == last.created_at > first.created_at
+        assert summary.metadata["consolidated_at"] == now.replace(tzinfo=None).isoformat()
+        assert summary.metadata["last_at"] == last.created_at.isoformat()
+        mem.flush()
+        prompt = mem.get_context("d3", "what is the API port?").to_prompt()
+        assert "Noted, port 8080." in prompt and fix.content in prompt
+        assert prompt.rindex("Noted, port 8080.") < prompt.index(fix.content)
+
+
+def test_a_summary_weighs_what_its_sources_weigh() -> None:
+    """A summary got importance 0.9 whatever it summarised: five of them took every
+    salience slot from the preference they summarise."""
+    with Memory(":memory:", embedder="hash", background_consolidation=False) as mem:
+        chat = [
+            mem.add_event("chat", "user", "Thanks, that fixed it!", created_at=OLD),
+            mem.add_event("chat", "assistant", "Glad it works.", created_at=OLD),
+        ]
+        prefs = [
+            mem.add_event("prefs", "user", "Let me check the logs first.", created_at=OLD),
+            mem.add_event("prefs", "user", "I prefer short answers with code.", created_at=OLD),
+        ]
+        report = mem.consolidation.run(now=NOW)
+        by_session = {mem.get(i).session_id: mem.get(i) for i in report.summary_ids}
+        assert by_session["chat"].importance == max(e.importance for e in chat) == 0.5
+        assert by_session["prefs"].importance == max(e.importance for e in prefs)
+        assert by_session["prefs"].importance == prefs[1].importance >= 0.8
+        # an explicit importance still wins
+        mem.add_event("later", "user", "Thanks!", created_at=OLD)
+        again = mem.consolidation.run(now=NOW, summary_importance=0.95)
+        assert mem.get(again.summary_ids[0]).importance == 0.95
+
+
+TRACEBACK_TURN = """This happens on every deploy since this morning:
+
+```
+Traceback (most recent call last):
+  File "/srv/billing-api/.venv/lib/python3.11/site-packages/sqlalchemy/engine/base.py", line 145, in __init__
+    self._dbapi_connection = engine.raw_connection()
+psycopg.OperationalError: connection failed: remaining connection slots are reserved
+```
+
+what's going on?"""
+
+YAML_TURN = """Ruff replaces black for both linting and formatting in the billing service.
+
+```yaml
+repos:
+  - repo: https://github.com/astral-sh/ruff-pre-commit
+    rev: v0.6.9
+    hooks:
+      - id: ruff
+      - id: ruff-format
+```
+
+Run ruff format on the billing service once, then drop black from the dev
+dependencies and from CI in the same pull request.
+
+| tool | role |
+|---|---|
+| ruff | lint and format |"""
+
+
+def test_the_extractive_summary_quotes_prose_not_tracebacks_or_yaml() -> None:
+    events = [
+        {"role": "user", "content": TRACEBACK_TURN, "created_at": OLD},
+        {"role": "assistant", "content": YAML_TURN, "created_at": OLD},
+        {"role": "user", "content": "ruff:\n  - id: ruff-format\n  - id: ruff", "created_at": OLD},
+        {"role": "user", "content": "The billing service pool is too small.", "created_at": OLD},
+    ]
+    lines = extractive_summary(events, max_sentences=5).text.splitlines()[1:]
+    assert lines, "no sentence kept"
+    quoted = "\n".join(lines)
+    for code in ('File "', "line 145", "- id:", "rev:", "repos:", "self._dbapi", "Traceback"):
+        assert code not in quoted, quoted
+    assert "Ruff replaces black for both linting and formatting" in quoted
+    # a hard-wrapped sentence is quoted whole, a table row not at all
+    assert "drop black from the dev dependencies and from CI in the same pull request" in quoted
+    assert "| ruff |" not in quoted
+
+
+def test_a_chunk_of_code_alone_is_still_summarised() -> None:
+    events = [{"role": "tool", "content": "```\n$ ls\nbase.py  main.py\n```", "created_at": OLD}]
+    summary = extractive_summary(events)
+    assert "base.py" in summary.text

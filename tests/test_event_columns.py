@@ -218,8 +218,12 @@ def test_the_batch_estimate_equals_the_estimate_of_each_text() -> None:
         "İstanbul is where I live",  # lowercases to two characters
         "what do I like?",
         "ICH BIN's MY OWN",
+        "Heads up: the API moved to port 8443.",  # no speaker: a settled cue
+        "user session token flush",  # neither ("user" is not "use")
+        "Décision : Use httpx instead of requests",
     ]
     roles = ["user", "user", "user", "user", "user", "assistant", "user", "user", "user"]
+    roles += ["user", "user", "user"]
     expected = [estimate_importance(t, r) for t, r in zip(texts, roles, strict=True)]
     assert estimate_importances(texts, roles) == expected
     assert estimate_importances(texts[:6], roles[:6]) == expected[:6]

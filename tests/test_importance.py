@@ -184,12 +184,114 @@ CHITCHAT = [
 ]
 
 
-@pytest.mark.parametrize("text", DISCLOSURES)
-def test_self_disclosures_are_salient(text: str) -> None:
+#: What a coding agent must keep: decisions, standing rules, preferences about how it
+#: works, corrections of a fact, explicit "remember"; most name no speaker at all.
+AGENT_FACTS = [
+    "OK, decision: use ruff not black, for both linting and formatting.",
+    "Decision: we go with Redis Streams for the job queue, Kafka is overkill.",
+    "Heads up: the API moved to port 8443. 8080 is closed on the firewall.",
+    "DECISION: USE RUFF!!!",
+    "We decided to keep Postgres 16 for now.",
+    "Infra decided: we leave Nomad on bare metal and deploy to one Hetzner VM.",
+    "Let's use pnpm for the frontend.",
+    "We'll go with FastAPI for the new service.",
+    "From now on, answer in English.",
+    "Going forward the release branch is cut on Thursdays.",
+    "Always run the tests before you commit.",
+    "Never push directly to main.",
+    "Tests must never hit the network.",
+    "Please don't add a comment to every line.",
+    "I prefer short answers with code.",
+    "The staging database is now on db-2.internal.",
+    "The default branch changed to trunk last week.",
+    "Actually, the deadline is the 14th, not the 12th.",
+    "Billing no longer uses the legacy invoices table.",
+    "Use httpx instead of requests in new code.",
+    "Remember that the staging DB is wiped every night.",
+    "FYI, bump the job attempts from 6 to 8; the flaky mail provider needs more tries.",
+    "We are switching the datastore from SQLite to MariaDB 11; the licence review ruled "
+    "the old one out.",
+    "The pipeline is moving off GitLab CI: from Monday everything runs on CircleCI. "
+    "Please keep that in mind.",
+    "Correction: the cron job runs at 04:00 UTC, not 03:00.",
+]
+
+#: Chit-chat, thanks, congratulations, laughter, emoji and questions, shouted or not:
+#: exclamation marks and capitals are not importance.
+AGENT_CHITCHAT = [
+    "WHAT congrats!!! we have to celebrate",
+    "We need a job queue for invoice PDFs. Kafka or Redis Streams?",
+    "We need an endpoint that exports jobs as CSV. Can you sketch it?",
+    "lol",
+    "lol we always do that",
+    "haha yes!!!",
+    "\U0001f389\U0001f389\U0001f389",
+    "\U0001f44d",
+    "Congratulations on the launch!!!",
+    "THANK YOU SO MUCH!!!",
+    "OMG that's AMAZING!!!",
+    "Good morning!",
+    "Thanks, that fixed it!",
+    "Thanks, I'll keep that in mind.",
+    "Never mind.",
+    "Actually, never mind.",
+    "Please don't worry about it.",
+    "Always happy to help!",
+    "Let's go!",
+    "Let's move on.",
+    "Should we move the API to port 8443?",
+    "Is the staging database now on db-2?",
+    "Why did we decide on Redis Streams?",
+    "Which one should we go with, ruff or black?",
+    "Could you write tests for the ingest retry logic?",
+    "Why is this so slow???",
+    "Going with friends to the concert tonight, so excited!",
+    "We're going with the flow lol",
+]
+
+
+def test_agent_chit_chat_is_stored_at_the_role_default(mem: Memory) -> None:
+    assert [mem.add_event("s", "user", text).importance for text in AGENT_CHITCHAT] == [0.5] * len(
+        AGENT_CHITCHAT
+    )
+
+
+def test_a_sentence_without_a_settled_cue_holds_no_settled_signal() -> None:
+    """The cue list lets ``estimate_importance`` skip the settled kinds (and a text
+    with neither a cue nor a speaker word): it must hold a word of every match."""
+    from nbmemory.importance import _SENTENCES, _SETTLED, IMPERSONAL, SIGNALS
+
+    sentences = [
+        part.strip().lower()
+        for text in AGENT_FACTS + AGENT_CHITCHAT + DISCLOSURES + CHITCHAT + [ALLERGY]
+        for part in _SENTENCES.split(text.replace("\u2019", "'"))
+        if part.strip()
+    ]
+    matched = 0
+    for kind, _, pattern in SIGNALS:
+        if kind in IMPERSONAL:
+            for sentence in sentences:
+                if pattern.search(sentence):
+                    matched += 1
+                    assert _SETTLED.search(sentence), (kind, sentence)
+    assert matched >= len(AGENT_FACTS)
+
+
+def test_a_decision_outranks_the_question_that_led_to_it(mem: Memory) -> None:
+    """The probe's five turns: the decisions and the correction were stored at 0.5 and
+    the congratulation and the question at 0.85, the reverse of what the docs say."""
+    question = mem.add_event("s", "user", AGENT_CHITCHAT[1]).importance
+    cheer = mem.add_event("s", "user", AGENT_CHITCHAT[0]).importance
+    for text in AGENT_FACTS[:3]:
+        assert mem.add_event("s", "user", text).importance >= SALIENT > max(question, cheer)
+
+
+@pytest.mark.parametrize("text", DISCLOSURES + AGENT_FACTS)
+def test_self_disclosures_decisions_rules_and_corrections_are_salient(text: str) -> None:
     assert estimate_importance(text, "user") >= SALIENT
 
 
-@pytest.mark.parametrize("text", CHITCHAT)
+@pytest.mark.parametrize("text", CHITCHAT + AGENT_CHITCHAT)
 def test_chit_chat_and_questions_are_not(text: str) -> None:
     assert estimate_importance(text, "user") < SALIENT
 
@@ -262,7 +364,8 @@ def test_explicit_importance_always_wins(mem: Memory) -> None:
 def test_the_role_default_is_the_floor() -> None:
     roles = {"user": 0.97, "assistant": 0.5, "tool": 0.3, "system": 0.1, "customer": 0.4}
     settings = Settings(importance_by_role=roles)
-    assert importance_for("user", None, settings, ALLERGY) == 0.97  # above the estimate
+    # above the estimate (0.95; ALLERGY's "please keep that in mind" makes it 1.0)
+    assert importance_for("user", None, settings, DISCLOSURES[0]) == 0.97
     assert importance_for("user", None, settings, "ok") == 0.97
     # a custom role is read like a person's turn, and floored by its default
     assert importance_for("customer", None, settings, "Thanks") == 0.4

@@ -6,10 +6,14 @@ Every ``consolidation_interval_hours`` (6) in a background thread
 session older than that interval are cut into chunks and handed to a
 *summarizer* (:mod:`nbmemory.knowledge.summarizer`).
 
-For each chunk the summary is stored as an event (``kind="summary"``, high
-importance, so the salience strategy of ``get_context`` brings it back), its
+For each chunk the summary is stored as an event (``kind="summary"``), its
 facts are upserted (source ``"consolidation"``), and the originals are marked
-``consolidated_at``, all in one transaction.  A summarizer that raises or
+``consolidated_at``, all in one transaction.  The summary is dated at the last
+turn it summarises (the run's time is its metadata's ``consolidated_at``), so a
+prompt in time order shows it where its content happened, before a later
+correction of it, not as the newest line; and it weighs what its turns weigh (the
+largest of their importances), so it reaches salience when they did and does not
+outrank the preference or the decision it repeats.  A summarizer that raises or
 returns nothing usable leaves every event of that chunk unconsolidated for the
 next run.  By default the originals stay, searchable.
 
@@ -52,7 +56,16 @@ from .summarizer import Summarizer, extractive_summary, to_summary
 log = logging.getLogger(__name__)
 
 #: Columns of each event handed to a summarizer.
-SUMMARIZER_FIELDS = ("id", "session_id", "role", "content", "created_at", "tool_name", "kind")
+SUMMARIZER_FIELDS = (
+    "id",
+    "session_id",
+    "role",
+    "content",
+    "created_at",
+    "tool_name",
+    "kind",
+    "importance",
+)
 
 
 class _Deferred(Exception):
@@ -172,7 +185,7 @@ class Consolidation:
         now: Any = None,
         session_id: str | None = None,
         chunk_size: int = 50,
-        summary_importance: float = 0.9,
+        summary_importance: float | None = None,
         namespace: str | None = None,
         compact: bool | None = None,
         _stop: threading.Event | None = None,
@@ -186,6 +199,8 @@ class Consolidation:
         that session, keeping order) and is retried next run.  ``compact=True``
         (default: ``Settings.consolidation_compact``) replaces each chunk by its
         summary: the originals move to the archive (see :meth:`restore`).
+        ``summary_importance`` (default: the largest importance of the chunk's
+        turns) is every summary's importance.
         """
         summarizer = extractive_summary if summarizer is None else summarizer
         compact = (
@@ -207,7 +222,11 @@ class Consolidation:
                 )
             hours = older_than_hours
         chunk_size = check_limit(chunk_size, "chunk_size", allow_zero=False)
-        importance = check_unit_interval(summary_importance, "summary_importance")
+        importance = (
+            None
+            if summary_importance is None
+            else check_unit_interval(summary_importance, "summary_importance")
+        )
         ns = self.core.ns(namespace)
         now = utcnow() if now is None else to_utc(now, "now")
         try:
@@ -353,7 +372,7 @@ class _Job:
         session: str,
         summarizer: Summarizer,
         report: ConsolidationReport,
-        importance: float,
+        importance: float | None,
         now: dt.datetime,
     ) -> None:
         self.core, self.namespace, self.session = core, namespace, session
@@ -389,12 +408,14 @@ class _Job:
             content=summary.text,
             namespace=self.namespace,
             kind="summary",
-            importance=self.importance,
-            created_at=self.now,
+            importance=self._importance(chunk),
+            # where its content happened (the chunk is in time order), not at the run
+            created_at=chunk[-1]["created_at"],
             metadata={
                 "source_ids": ids,
                 "first_at": chunk[0]["created_at"].isoformat(),
                 "last_at": chunk[-1]["created_at"].isoformat(),
+                "consolidated_at": self.now.isoformat(),
                 "summarizer": self.name,
                 **({"compacted": True} if self.compact else {}),
             },
@@ -410,6 +431,16 @@ class _Job:
         self.report.archived += len(ids) if self.compact else 0
         self.report.facts += len(summary.facts)
         return True
+
+    def _importance(self, chunk: list[dict[str, Any]]) -> float:
+        """The run's ``summary_importance``, else the largest importance of the chunk's
+        turns (the summary repeats them: it should reach salience when one of them
+        did, and not outrank it), else the summary role's default."""
+        if self.importance is not None:
+            return self.importance
+        known = [r["importance"] for r in chunk if r.get("importance") is not None]
+        default = self.core.settings.importance_by_role.get("system", 0.5)
+        return float(max(known, default=default))
 
     def _store(
         self, row: dict[str, Any], facts: list[tuple[str, str, str]], ids: list[str]

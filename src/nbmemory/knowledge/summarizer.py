@@ -16,10 +16,26 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..retrieval.passages import looks_prose, prose_spans
 from .fact_book import check_fact
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+#: A line that is code or data even where a paragraph reads as prose: a YAML, INI
+#: or dict entry (``- id: ruff-format``, ``rev: v0.6.9``), a traceback's frame or
+#: its exception, a stack frame, a log line that opens with a timestamp.
+_DATA_LINE = re.compile(
+    r"\s*(?:[-*]\s+)?[\w.\-/\"'\[\]]+\s*[:=]\s*\S*\s*$"
+    r"|\s*(?:File \"|Traceback \(most recent|at [\w.$<>]+\()"
+    r"|\s*[\w.]*(?:Error|Exception|Warning)\b:"
+    r"|\s*\[?\d{4}-\d{2}-\d{2}[T ]\d"
+    r"|\s*\|"
+)
+#: A line that starts a list item, a quote or a table row: never joined to the line
+#: before it.
+_ITEM = re.compile(r"\s*(?:[-*+>|]|\d{1,3}[.)])\s")
+#: Fewer words of letters than this and a line is a label, not a sentence.
+MIN_WORDS = 3
 _STOP = frozenset(
     [
         "the",
@@ -108,18 +124,23 @@ Summarizer = Callable[[list[dict[str, Any]]], Any]
 def extractive_summary(events: list[dict[str, Any]], *, max_sentences: int = 5) -> Summary:
     """The offline default summarizer: the chunk's most central sentences, plus facts.
 
-    Sentences are scored by how many of the chunk's frequent words they carry
-    (normalised by length, weighted by role) and the best ``max_sentences`` are kept
-    in conversation order.  Facts come from simple first-person patterns in the
-    user's messages ("my name is ...", "I live in ...", "I love ...").
+    Only prose is quoted (:func:`prose_sentences`): a traceback, a log or a YAML file
+    pasted into a turn holds the chunk's most repeated words (paths, keys) and
+    would win, but says nothing a reader of the summary can use; a chunk of code
+    alone is summarised from its lines.  Sentences are scored by how many of the
+    chunk's frequent words they carry (normalised by length, weighted by role) and
+    the best ``max_sentences`` are kept in conversation order.  Facts come from
+    simple first-person patterns in the user's messages ("my name is ...", "I live
+    in ...", "I love ...").
     """
     sentences: list[tuple[int, str, str, list[str]]] = []
-    for event in events:
-        for part in _SENTENCE.split(event.get("content") or ""):
-            part = part.strip()
-            if part:
+    for reader in (prose_sentences, _lines):
+        for event in events:
+            for part in reader(event.get("content") or ""):
                 words = [w.lower() for w in _WORD.findall(part) if w.lower() not in _STOP]
                 sentences.append((len(sentences), event.get("role") or "user", part, words))
+        if sentences:
+            break
     if not sentences:
         raise ValueError("nothing to summarise: the events have no text")
     freq = Counter(w for _, _, _, words in sentences for w in set(words))
@@ -140,6 +161,50 @@ def extractive_summary(events: list[dict[str, Any]], *, max_sentences: int = 5) 
     lines = [f"Summary of {len(events)} events{span}:"]
     lines += [f"- {role}: {text}" for _, role, text, _ in sorted(best)]
     return Summary("\n".join(lines), extract_facts(events))
+
+
+def prose_sentences(text: str) -> list[str]:
+    """The sentences of ``text``'s prose: its prose runs (``segments`` of the
+    passages, which set fenced blocks, logs and code apart), their wrapped lines
+    joined (:func:`_unwrap`), cut at sentence ends and line breaks, less the lines
+    that are data (``_DATA_LINE``), read as code (``looks_prose``) or hold fewer than
+    ``MIN_WORDS`` words."""
+    out = []
+    for start, stop in prose_spans(text):
+        for part in _SENTENCE.split(_unwrap(text[start:stop])):
+            part = part.strip()
+            if (
+                len(_WORD.findall(part)) >= MIN_WORDS
+                and not _DATA_LINE.match(part)
+                and looks_prose(part)
+            ):
+                out.append(part)
+    return out
+
+
+def _unwrap(prose: str) -> str:
+    """``prose`` with each hard-wrapped sentence on one line: a line is joined to the
+    one before unless that one ends a sentence (or a label, ``:``) or is blank, or
+    this one starts a list item, a quote or a table row (or follows one unindented)."""
+    lines: list[str] = []
+    for line in prose.splitlines():
+        before = lines[-1].rstrip() if lines else ""
+        if (
+            before
+            and line.strip()
+            and not before.endswith((".", "!", "?", ":"))
+            and not _ITEM.match(line)
+            and not (_ITEM.match(before) and not line[:1].isspace())
+        ):
+            lines[-1] = f"{before} {line.strip()}"
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _lines(text: str) -> list[str]:
+    """Every non-empty line or sentence of ``text`` (a chunk with no prose at all)."""
+    return [part.strip() for part in _SENTENCE.split(text) if part.strip()]
 
 
 def extract_facts(events: Iterable[dict[str, Any]]) -> list[tuple[str, str, str]]:

@@ -160,16 +160,24 @@ def segments(text: str) -> list[tuple[int, int]]:
 
     A paragraph is prose when it reads as sentences (:func:`looks_prose`); whatever
     sits between fences is not prose."""
-    blocks = _blocks(text)
-    result: list[tuple[int, int]] = []
-    kind: bool | None = None
-    for start, prose in blocks:
-        if prose != kind or not result:
-            result.append((start, start))
-            kind = prose
+    return [(start, stop) for start, stop, _ in _kinds(text)]
+
+
+def prose_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of :func:`segments` that are prose (what a summary may quote: not a
+    traceback, a log, a fenced YAML file)."""
+    return [(start, stop) for start, stop, prose in _kinds(text) if prose]
+
+
+def _kinds(text: str) -> list[tuple[int, int, bool]]:
+    """(start, stop, is prose) of the maximal runs of :func:`segments`."""
+    result: list[tuple[int, bool]] = []
+    for start, prose in _blocks(text):
+        if not result or prose != result[-1][1]:
+            result.append((start, prose))
     return [
-        (start, result[i + 1][0] if i + 1 < len(result) else len(text))
-        for i, (start, _) in enumerate(result)
+        (start, result[i + 1][0] if i + 1 < len(result) else len(text), prose)
+        for i, (start, prose) in enumerate(result)
     ]
 
 
