@@ -283,3 +283,27 @@ def test_memory_forget_purge_in_a_notebook_beside_the_users_own_memory(ip, magic
         "the user's Memory wrote this after the purge",
     ]
     assert FORGOTTEN.encode() not in Path(magics.path).read_bytes()
+
+
+def test_the_copy_a_purge_killed_before_its_swap_leaves_is_removed_at_the_next_open(path):
+    """A purge copies the live rows beside the store, then swaps the copy in.  Killed
+    between the two, it left ``<store>.nbmemory-rewrite``: a stale copy of rows that
+    no later erasure reached, removed only by the next purge."""
+    with opened(path) as mem:
+        mem.add_event("s", "user", FORGOTTEN)
+    code = (
+        "import os, signal, sys, duckdb\n"
+        "from nbmemory.store import files\n"
+        "con = duckdb.connect(sys.argv[1])\n"
+        "files.copy_live_rows(con, sys.argv[1])\n"
+        "os.kill(os.getpid(), signal.SIGKILL)  # as a purge killed before its swap\n"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", code, path], env=child_env(), timeout=120, capture_output=True
+    )
+    assert killed.returncode == -9, killed.stderr
+    stale = path + files.REWRITE_SUFFIX
+    assert os.path.exists(stale) and FORGOTTEN.encode() in Path(stale).read_bytes()
+    with opened(path) as mem:
+        assert mem.events()["content"].tolist() == [FORGOTTEN]
+    assert not os.path.exists(stale) and not os.path.exists(stale + ".wal")

@@ -392,16 +392,25 @@ def fsync_folder(path: str) -> None:
         os.close(folder)
 
 
+#: The copy of a store's live rows a purge makes beside it before it swaps it in.
+REWRITE_SUFFIX = ".nbmemory-rewrite"
+
+
+def remove_stale_rewrite(path: str) -> None:
+    """Remove the copy a purge killed before its swap left beside the store (and its
+    WAL): a stale copy of rows, which a later erasure (``forget_user``, another purge)
+    would not reach.  Called by an opener that alone has the file, so no purge runs."""
+    _remove(path + REWRITE_SUFFIX)
+
+
 def copy_live_rows(con: duckdb.DuckDBPyConnection, path: str) -> str:
     """Copy every table of the file ``con`` has open into a new file beside it (``COPY
     FROM DATABASE``: live rows only, none of the old bytes of freed blocks); returns
     the new file's path, for :func:`replace_file`."""
     con.execute("CHECKPOINT")
     name = con.execute("SELECT current_database()").fetchall()[0][0]
-    fresh = path + ".nbmemory-rewrite"
-    for leftover in (fresh, fresh + ".wal"):
-        if os.path.exists(leftover):
-            os.remove(leftover)
+    fresh = path + REWRITE_SUFFIX
+    _remove(fresh)
     # a file name cannot be a parameter of ATTACH: quoted as a literal instead
     con.execute(
         f"ATTACH '{fresh.replace(chr(39), chr(39) * 2)}' AS nbmemory_rewrite"

@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import StoreLocked
-from .files import check_store_path
+from .files import check_store_path, remove_stale_rewrite
 
 try:  # not on Windows
     import fcntl
@@ -285,6 +285,8 @@ def _admit(entry: _Entry, kind: str, path: str) -> None:
         _take_or_refuse(entry, fcntl.LOCK_EX, 0, 2, path)
         if not _same_file(entry):  # a last opener removed it before we locked: again
             _retry(entry, path, kind)
+        # the file is this process's alone now: a purge killed in another leaves its copy
+        remove_stale_rewrite(path)
         return
     mine, theirs = (0, 1) if kind == SHARED else (1, 0)
     if counts[kind] > 1:
