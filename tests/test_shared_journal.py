@@ -175,6 +175,11 @@ def test_an_empty_journal_of_a_process_gone_is_swept_at_open(tmp_path):
     with Memory(path, embedder="hash", shared=True):
         assert [p.name.split("-")[0] for p in folder.iterdir()] == [str(os.getpid())]
     assert not folder.exists()
+    # a private open sweeps them too (before, only a shared one did: they stayed)
+    folder.mkdir()
+    (folder / f"{dead}-0-abcdef.jsonl").touch()
+    with Memory(path, embedder="hash"):
+        assert not folder.exists()
 
 
 HOLD = """

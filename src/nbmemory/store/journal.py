@@ -345,6 +345,9 @@ def replay(store: Any, writer: Any) -> int:
     hold (no live shared process can have the file then); returns the rows inserted."""
     folder = folder_of(store.path)
     if not any_pending(folder, None):
+        sweep(folder)  # the empty journals of shared processes killed with nothing pending
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
         return 0
     with store.locked():
         written = drain(folder, None, lambda entries: write_rows(store, writer, entries))
