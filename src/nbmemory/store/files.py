@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from ..errors import DiskFull, StoreDamaged, StoreError, StoreLocked, WalNotReplayable
+from . import processes
 
 _PID_RE = re.compile(r"PID (\d+)")
 
@@ -277,13 +278,9 @@ def _remove_dead_creations(path: str) -> None:
         pid = name[len(prefix) :].removesuffix(".wal").split("-")[0]
         if not name.startswith(prefix) or not pid.isdigit():
             continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if not processes.alive(int(pid)):
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(folder, name))
-        except OSError:
-            pass  # alive, another user's: not ours to remove
 
 
 def memory_limit() -> str:

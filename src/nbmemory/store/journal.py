@@ -38,6 +38,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from . import processes
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no flock, so no journal (one turn per call)
@@ -122,15 +124,7 @@ def _owner_alive(name: str) -> bool:
         pid = int(name.split("-", 1)[0])
     except ValueError:
         return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return processes.alive(pid)
 
 
 class Journal:

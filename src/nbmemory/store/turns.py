@@ -19,6 +19,7 @@ import threading
 import time
 
 from ..errors import StoreError
+from . import processes
 
 #: Environment variable: seconds a shared store waits for its turn, and a purge for the
 #: other stores of its file in the process to finish what they run (default 30).
@@ -94,12 +95,4 @@ def _alive(ticket: str) -> bool:
         pid = int(ticket.split("-")[1])
     except (IndexError, ValueError):
         return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return processes.alive(pid)
