@@ -241,8 +241,9 @@ SQL_NEEDLE = tuple(
 ) + ("identified by", "set password")
 
 
-def markup_span(match: re.Match[str]) -> Span | None:
-    """The element's text or the attribute's value, unless a placeholder
+def quoted_value_span(match: re.Match[str]) -> Span | None:
+    """The secret group of the markup, call and SQL rules (an element's text, an
+    attribute's or an argument's value), unless a placeholder
     (``<password>${DB_PASSWORD}</password>``)."""
     group = "secret" if match.group("secret") is not None else "secret_attr"
     start, end = match.span(group)

@@ -488,10 +488,10 @@ RULES: tuple[Rule, ...] = (
         keys.key_value_span,
         separated=True,
     ),
-    Rule("secret_value", keys.MARKUP, keys.MARKUP_NEEDLE, keys.markup_span),
-    Rule("secret_value", keys.ARGUMENT, keys.ARGUMENT_NEEDLE, keys.markup_span),
-    Rule("secret_value", keys.SQL, keys.SQL_NEEDLE, keys.markup_span),
-    Rule("secret_value", keys.CALL_PAIR, keys.CALL_PAIR_NEEDLE, keys.markup_span),
+    Rule("secret_value", keys.MARKUP, keys.MARKUP_NEEDLE, keys.quoted_value_span),
+    Rule("secret_value", keys.ARGUMENT, keys.ARGUMENT_NEEDLE, keys.quoted_value_span),
+    Rule("secret_value", keys.SQL, keys.SQL_NEEDLE, keys.quoted_value_span),
+    Rule("secret_value", keys.CALL_PAIR, keys.CALL_PAIR_NEEDLE, keys.quoted_value_span),
     # a line of ~/.pgpass: host:port:database:user:password
     Rule(
         "secret_value",
