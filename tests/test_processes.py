@@ -18,6 +18,7 @@ import pytest
 from child_process import child_env, expect, spawn
 
 from nbmemory import Memory
+from nbmemory.errors import StoreLocked
 from nbmemory.store import processes
 
 HANG = 60
@@ -53,6 +54,7 @@ def test_a_zombie_is_not_alive_and_a_running_process_is():
 HOLD = """
 import sys
 from nbmemory import Memory
+from nbmemory.errors import StoreLocked
 mem = Memory(sys.argv[1], embedder="hash", shared=True, background_consolidation=False)
 with mem.store.locked():
     print("holding", flush=True)
@@ -64,6 +66,7 @@ sys.stdin.readline()
 WAIT = """
 import sys
 from nbmemory import Memory
+from nbmemory.errors import StoreLocked
 print("asking", flush=True)
 mem = Memory(sys.argv[1], embedder="hash", shared=True, background_consolidation=False)
 mem.add_events([{"session_id": "s", "role": "user", "content": "never"}])
@@ -100,3 +103,23 @@ def test_a_shared_opener_killed_while_waiting_and_not_reaped_blocks_no_one(tmp_p
         holder.stdin.flush()
         holder.wait(timeout=HANG)
         waiter.wait()
+
+
+def test_a_shared_opener_that_waits_out_its_turn_is_told_to_wait(tmp_path, monkeypatch):
+    """It was told to "open every kernel with Memory(path, shared=True)", as a private
+    opener is, though it was shared already."""
+    path = str(tmp_path / "busy.duckdb")
+    Memory(path, embedder="hash").close()
+    holder = spawn(HOLD, path)
+    expect(holder, "holding")
+    monkeypatch.setenv("NBMEMORY_LOCK_TIMEOUT", "0.5")
+    try:
+        with pytest.raises(StoreLocked) as info:
+            Memory(path, embedder="hash", shared=True)
+        message = str(info.value)
+        assert "waited for its turn" in message and "NBMEMORY_LOCK_TIMEOUT" in message
+        assert "shared=True" not in message and "\n" not in message
+    finally:
+        holder.stdin.write("\n\n")
+        holder.stdin.flush()
+        holder.wait(timeout=HANG)

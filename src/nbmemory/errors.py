@@ -157,17 +157,34 @@ class StoreLocked(StoreError):
     )
 
     def __init__(
-        self, path: str, pid: int | None = None, holder: str | None = None, *, shared: bool = False
+        self,
+        path: str,
+        pid: int | None = None,
+        holder: str | None = None,
+        *,
+        shared: bool = False,
+        waited: float | None = None,
     ) -> None:
         self.path = path
         self.pid = pid
         self.holder = holder
         #: Whether the holder uses the store in shared mode (this opener did not).
         self.shared = shared
+        #: Seconds a shared opener waited for its turn while other shared processes
+        #: kept the store (None: refused at once, for a mode that does not fit).
+        self.waited = waited
         super().__init__(self.explain(self.ADVICE))
 
     def explain(self, advice: str) -> str:
-        """The message of this refusal with another ``advice`` (what to do next)."""
+        """The message of this refusal with another ``advice`` (what to do next); a
+        shared opener that waited out its turn is told to wait, whatever ``advice``."""
+        if self.waited is not None:
+            return (
+                f"the store {self.path} is in shared use, and the other processes kept it "
+                f"for over {self.waited:g} s while this call waited for its turn; nothing "
+                "of this call was stored: try again once they are done, or give turns "
+                "longer with $NBMEMORY_LOCK_TIMEOUT (seconds)"
+            )
         who = f"process {self.pid}" if self.pid else "another process"
         if self.holder:
             who += f" ({self.holder})"

@@ -253,9 +253,7 @@ class SharedStore(Store):
         try:
             self._sidecar.acquire(timeout=self.lock_timeout)
         except Timeout:
-            raise StoreLocked(
-                self.path, None, f"a shared kernel busy for over {self.lock_timeout:g} s"
-            ) from None
+            raise StoreLocked(self.path, waited=self.lock_timeout) from None
         except OSError as exc:
             raise StoreError(
                 f"cannot create the lock file {self._sidecar.lock_file} beside the store "
