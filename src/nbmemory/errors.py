@@ -180,7 +180,7 @@ class StoreLocked(StoreError):
         shared opener that waited out its turn is told to wait, whatever ``advice``."""
         if self.waited is not None:
             return (
-                f"the store {self.path} is in shared use, and the other processes kept it "
+                f"the store {self.path} is in shared use, kept busy by other processes "
                 f"for over {self.waited:g} s while this call waited for its turn; nothing "
                 "of this call was stored: try again once they are done, or give turns "
                 "longer with $NBMEMORY_LOCK_TIMEOUT (seconds)"
