@@ -398,6 +398,9 @@ SIGNALS: dict[str, tuple[str, ...]] = {
     "dates": ("date_written", "date_said", "date_after"),
     "session": ("session",),
     "form": ("question_turn", "length"),
+    # no feature: a later change of what the question asks about is shown above the
+    # older hit it changes (nbmemory.retrieval.corrections); 0 turns that off
+    "corrections": (),
 }
 
 #: Fitted on every development corpus at once (the five LoCoMo conversations, the

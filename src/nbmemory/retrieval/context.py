@@ -18,8 +18,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..config import Settings
 from ..event_rows import turn_text
-from ..validation import check_limit, check_text
+from ..validation import check_limit, check_text, check_unit_interval
 
 
 def _indented(text: str) -> str:
@@ -459,3 +460,26 @@ def _as_datetime(value: Any) -> dt.datetime:
     if isinstance(value, pd.Timestamp):
         return value.to_pydatetime()
     return value
+
+
+def context_parameters(s: Settings, **given: Any) -> dict[str, Any]:
+    """The limits and thresholds of one context: those given, else the settings'."""
+
+    def pick(name: str, default: Any) -> Any:
+        value = given.get(name)
+        return default if value is None else value
+
+    return {
+        "recency_limit": check_limit(pick("recency_limit", s.recency_limit), "recency_limit"),
+        "salience_threshold": check_unit_interval(
+            pick("salience_threshold", s.salience_threshold), "salience_threshold"
+        ),
+        "salience_limit": check_limit(pick("salience_limit", s.salience_limit), "salience_limit"),
+        "relevance_threshold": check_unit_interval(
+            pick("relevance_threshold", s.relevance_threshold), "relevance_threshold", low=-1.0
+        ),
+        "relevance_limit": check_limit(
+            pick("relevance_limit", s.relevance_limit), "relevance_limit"
+        ),
+        "max_tokens": check_limit(pick("max_tokens", s.max_memory_tokens), "max_tokens"),
+    }

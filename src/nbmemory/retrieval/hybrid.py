@@ -27,7 +27,9 @@ one's recall, measured by ``nbmemory eval locomo`` (and checked by
    the signal ``fallback``.
 
 Each hit says which signals found it (``vector``, ``keyword``, ``neighbour``,
-``speaker``, ``mention``, ``time``, ``date``, and ``fallback`` when the guard fired).
+``speaker``, ``mention``, ``time``, ``date``, and ``fallback`` when the guard fired);
+search then shows a later change of what the question asks about above the older
+hit it changes, which names ``correction`` (:mod:`nbmemory.retrieval.corrections`).
 """
 
 from __future__ import annotations

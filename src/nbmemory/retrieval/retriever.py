@@ -36,7 +36,8 @@ from ..validation import (
     scope_filters,
     shown,
 )
-from .context import Context, merge
+from .context import Context, context_parameters, merge
+from .corrections import hits_corrections_first
 from .embedders import Embedder
 from .fusion import weights_vector
 from .hit_rows import by_similarity, hit_records
@@ -202,7 +203,7 @@ class Retriever:
                 query, vector, ns, limit=wanted, threshold=threshold, mode=mode, allowed=allowed,
                 settings=s,
             )  # fmt: skip
-            hits = self.hits_frame(ranked)
+            hits = self.hits_frame(ranked, query if mode == "hybrid" else None, s)
         columns = SEARCH_COLUMNS
         if reranker is not None:
             hits = rerank_frame(hits, query, reranker, top_n=s.rerank_top_n, limit=limit)
@@ -240,6 +241,10 @@ class Retriever:
             query, self.embed_query(query), ns, limit=check_limit(limit, "limit"),
             threshold=None, mode=mode, settings=s,
         )  # fmt: skip
+        if mode == "hybrid":  # as search() orders them
+            hits = hits_corrections_first(
+                hits, query, self._rows(h.id for h in hits), s.signal_weights
+            )
         self.indexes.prepare_lookups()
         return hits
 
@@ -347,12 +352,18 @@ class Retriever:
             candidates=s.hybrid_candidates,
         )  # fmt: skip
 
-    def hits_frame(self, hits: list[HybridHit]) -> pd.DataFrame:
-        """Stored rows of ranked hits, in rank order, with their scores."""
+    def hits_frame(
+        self, hits: list[HybridHit], query: str | None = None, s: Settings | None = None
+    ) -> pd.DataFrame:
+        """Stored rows of ranked hits, in rank order, with their scores (with ``query``
+        and settings ``s``, later corrections first: :mod:`.corrections`)."""
         columns = [*READ_COLUMNS, "similarity", "score", "keyword_score", "signals"]
         if not hits:
             return pd.DataFrame(columns=columns)
-        records = hit_records(hits, self._rows([hit.id for hit in hits]))
+        rows = self._rows([hit.id for hit in hits])
+        if query is not None and s is not None:
+            hits = hits_corrections_first(hits, query, rows, s.signal_weights)
+        records = hit_records(hits, rows)
         return pd.DataFrame.from_records(records, columns=columns)
 
     def _rows(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -392,7 +403,7 @@ class Retriever:
         session_id = check_name(session_id, "session_id")
         explain = check_flag(explain, "explain")
         ns = self._namespace(namespace)
-        p = _context_parameters(
+        p = context_parameters(
             s,
             recency_limit=recency_limit,
             salience_threshold=salience_threshold,
@@ -506,7 +517,9 @@ class Retriever:
         limit, threshold = p["relevance_limit"], p["relevance_threshold"]
         wanted = limit if self.reranker is None else max(limit, s.rerank_top_n)
         if s.search_mode == "hybrid":
-            frame = self.hits_frame(self._ranked_relevance(query, vector, namespace, s, p))
+            frame = self.hits_frame(
+                self._ranked_relevance(query, vector, namespace, s, p), query, s
+            )
         else:
             frame = self.vector_search(
                 vector, namespace, limit=wanted, threshold=threshold, strict=True
@@ -555,29 +568,6 @@ class Retriever:
         return pd.DataFrame(
             rows, columns=["strategy", "id", "role", "content", "score", "missed_by", "reason"]
         )
-
-
-def _context_parameters(s: Settings, **given: Any) -> dict[str, Any]:
-    """The limits and thresholds of one context: those given, else the settings'."""
-
-    def pick(name: str, default: Any) -> Any:
-        value = given.get(name)
-        return default if value is None else value
-
-    return {
-        "recency_limit": check_limit(pick("recency_limit", s.recency_limit), "recency_limit"),
-        "salience_threshold": check_unit_interval(
-            pick("salience_threshold", s.salience_threshold), "salience_threshold"
-        ),
-        "salience_limit": check_limit(pick("salience_limit", s.salience_limit), "salience_limit"),
-        "relevance_threshold": check_unit_interval(
-            pick("relevance_threshold", s.relevance_threshold), "relevance_threshold", low=-1.0
-        ),
-        "relevance_limit": check_limit(
-            pick("relevance_limit", s.relevance_limit), "relevance_limit"
-        ),
-        "max_tokens": check_limit(pick("max_tokens", s.max_memory_tokens), "max_tokens"),
-    }
 
 
 def _query_problem(vectors: np.ndarray, expected: int | None) -> str | None:
