@@ -251,3 +251,48 @@ def test_a_read_only_kernel_sees_what_an_idle_kernel_journalled(tmp_path):
         child.stdin.write("\n")
         child.stdin.flush()
         assert child.wait(timeout=HANG) == 0
+
+
+def _file_digest(path: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+@pytest.mark.crash  # also under the oldest DuckDB allowed: the view's SQL
+def test_a_private_reader_sees_what_a_killed_kernel_journalled(tmp_path):
+    # before: Memory(path, read_only=True), `nbmemory logs` and `state list` saw 0 of
+    # the 20 acknowledged events until someone opened the store writable
+    import duckdb
+
+    path = str(tmp_path / "read-killed.duckdb")
+    Memory(path, embedder="hash", shared=True).close()
+    returned = _run_and_kill(path, "hold")
+    with duckdb.connect(path, read_only=True) as con:  # the rows are only in the journal
+        assert con.execute("SELECT count(*) FROM events").fetchall() == [(0,)]
+    digest = _file_digest(path)
+    with Memory(path, embedder="hash", read_only=True) as reader:
+        assert list(reader.events()["id"]) == returned
+        assert reader.recent("s", 1)["content"].iloc[0] == "journalled 19"
+        hits = reader.search("journalled 7", limit=1, mode="keyword")
+        assert hits["content"].iloc[0] == "journalled 7"
+    assert _file_digest(path) == digest  # the reader wrote nothing
+    assert (
+        sum(len(journal.decode(p.read_bytes())) for p in Path(journal.folder_of(path)).iterdir())
+        == 20
+    )
+    with Memory(path, embedder="hash") as writer:  # a writer still writes them in, once
+        assert _stored_ids(writer) == returned
+    with Memory(path, embedder="hash", read_only=True) as reader:
+        assert list(reader.events()["id"]) == returned
+
+
+@pytest.mark.slow
+@pytest.mark.crash  # also under the oldest DuckDB allowed: the view's SQL
+def test_a_private_reader_shows_rows_both_stored_and_journalled_once(tmp_path):
+    path = str(tmp_path / "read-cut.duckdb")
+    Memory(path, embedder="hash", shared=True).close()
+    returned = _run_and_kill(path, "cut")  # committed, and still in the journal
+    with Memory(path, embedder="hash", read_only=True) as reader:
+        assert sorted(reader.events()["id"]) == sorted(returned)

@@ -36,7 +36,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import StoreError
-from . import files, journal, migrations, openers, peers
+from . import files, journal, journal_view, migrations, openers, peers
 from .archive import EventArchive
 from .audit import AuditTable, MetaTable
 from .catalog import Catalog
@@ -142,6 +142,7 @@ class Store(PlainSQL, FileSwap):
                 raise
             try:
                 self._open_schema(read_only=read_only, adopt=adopt)
+                self._show_journals()
             except BaseException:
                 self.close()  # a refused file is let go at once
                 raise
@@ -159,6 +160,13 @@ class Store(PlainSQL, FileSwap):
             migrations.check_readable(self)
         else:
             migrations.migrate(self, adopt=adopt)
+
+    def _show_journals(self) -> None:
+        """A private reader shows the rows killed shared processes acknowledged and left
+        in their journals (:mod:`.journal_view`); a writer writes them in instead."""
+        if self.read_only and self.on_disk and self.holds_file and journal.SUPPORTED:
+            assert self.con is not None
+            journal_view.show_journal_rows(self.con, self.path)
 
     @contextlib.contextmanager
     def schema_changes(self) -> Iterator[None]:
@@ -263,6 +271,7 @@ class Store(PlainSQL, FileSwap):
         if self.con is None and self._reopen:  # after a full disk or an invalidation
             self.con = self._connect()
             self._reopen = False
+            self._show_journals()
         if self.con is None:
             raise StoreError("this store is closed; open a new Memory(path)")
         return self.con

@@ -102,12 +102,20 @@ def _exclusive(fd: int) -> None:
         _flock(fd, fcntl.LOCK_EX)
 
 
+def shared_lock(fd: int) -> None:
+    """Wait for a journal's appends and drains to finish, and keep them out while held
+    (a reader's lock: readers do not keep each other out)."""
+    if fcntl is not None:
+        _flock(fd, fcntl.LOCK_SH)
+
+
 def _unlock(fd: int) -> None:
     if fcntl is not None:
         _flock(fd, fcntl.LOCK_UN)
 
 
-def _read_all(fd: int) -> bytes:
+def read_all(fd: int) -> bytes:
+    """All bytes of the file open at ``fd``."""
     size = os.fstat(fd).st_size
     chunks, offset = [], 0
     while offset < size:
@@ -251,7 +259,7 @@ def _held_journals(folder: str, own: Journal | None) -> Iterator[list[tuple[str,
                     continue
                 opened.append(fd)
             _exclusive(fd)
-            held.append((name, fd, _read_all(fd)))
+            held.append((name, fd, read_all(fd)))
         yield held
     finally:
         for _name, fd, _data in held:
