@@ -144,6 +144,9 @@ def test_long_sentences_and_prose_without_a_change_are_not_read_as_changes():
     assert change_sentences("The API is on port 8080 locally.") == []
     ((terms, values),) = change_sentences(MOVE)
     assert {"port", "api"} <= terms and {"8443", "8080"} <= values
+    # a value that ends the sentence is the value, not "8443."
+    ((_, values),) = change_sentences("Ops moved the API from 8080 to 8443.")
+    assert {"8080", "8443"} <= values
 
 
 def test_a_short_older_hit_is_one_statement():

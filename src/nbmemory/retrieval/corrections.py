@@ -89,7 +89,7 @@ def _values(sentence: str) -> set[str]:
     """The values a sentence names, lower-cased (a capitalised first word is not one:
     every sentence has it)."""
     return {
-        m.group(0).lower()
+        m.group(0).lower().rstrip(".:/-")  # "8443." ends a sentence, not the value
         for m in _VALUE.finditer(sentence.strip())
         if m.start() > 0 or not m.group(0).isalpha()
     }
