@@ -33,8 +33,8 @@ def test_a_date_written_out_wins_over_a_relative_word():
     assert period == Period(dt.date(2023, 5, 3), dt.date(2023, 5, 4))
 
 
-@pytest.mark.real_model
-def test_yesterdays_decision_ranks_first_for_a_question_about_yesterday(store_path, real_embedder):
+@pytest.fixture
+def decisions(store_path, real_embedder):
     now = dt.datetime.now(dt.timezone.utc)
     with Memory(store_path, embedder=real_embedder) as mem:
         for days, text in [
@@ -44,5 +44,24 @@ def test_yesterdays_decision_ranks_first_for_a_question_about_yesterday(store_pa
         ]:
             mem.add_event("d", "user", text, created_at=now - dt.timedelta(days=days))
         mem.flush()
-        hits = mem.search("what did we decide yesterday?", limit=3)
-        assert "Redis Streams" in hits.content.iloc[0] and "date" in hits.signals.iloc[0]
+        yield mem
+
+
+@pytest.mark.real_model
+def test_yesterdays_decision_ranks_first_for_a_question_about_yesterday(decisions):
+    hits = decisions.search("what did we decide yesterday?", limit=3)
+    assert "Redis Streams" in hits.content.iloc[0] and "date" in hits.signals.iloc[0]
+
+
+@pytest.mark.real_model
+def test_yesterdays_decision_reaches_the_context_under_the_cosine_floor(decisions):
+    # its cosine to the question is under get_context's floor (0.2): the context had
+    # only the six-day-old decision, which is over it
+    question = "what did we decide yesterday?"
+    hits = decisions.search(question, limit=3)
+    assert hits.similarity.iloc[0] < decisions.settings.relevance_threshold
+    relevant = [i.content for i in decisions.get_context("d2", question).by_strategy("relevance")]
+    assert relevant and "Redis Streams" in relevant[0]
+    # a stricter threshold someone sets is kept as set
+    strict = decisions.get_context("d2", question, relevance_threshold=0.5)
+    assert not any("Redis" in i.content for i in strict.by_strategy("relevance"))

@@ -235,7 +235,9 @@ def find_candidates(
     passes the cosine ``floor`` however low its cosine: a short query naming a rare
     term ("respx", "KRaft") gets a cosine near 0.17 from the one memory that names
     it, which the floor of ``get_context`` (0.2) dropped while ``search`` ranked it
-    first.
+    first.  So does, then, a memory written in (or saying something happened in) the
+    period the question names: "what did we decide yesterday?" is near no decision
+    by cosine, and ``search`` ranked yesterday's first by its date.
     """
     score_range = [0.0, 0.0]
     vector_hits = vectors.search(
@@ -257,12 +259,16 @@ def find_candidates(
     if keyword_pass is not None and keyword_hits and keyword_hits[0][1] > 0:
         bar = keyword_pass * keyword_hits[0][1]
         passing = {event_id for event_id, score in keyword_hits if score >= bar}
+    at = {event_id: k for k, event_id in enumerate(needed)}
+    facts = keywords.facts(needed)
+    if keyword_pass is not None:  # in the period the question names
+        written, said, _ = _dates(query_text, _subset(facts, np.arange(len(needed))))
+        passing |= {needed[k] for k in np.flatnonzero((written > 0) | (said > 0))}
     ids = [i for i in sorted(pool) if i in passing or _passes(cosine.get(i), floor, strict)]
     if not ids:
         return None
 
     # every needed memory's cosine part, keyword part and fused score
-    at = {event_id: k for k, event_id in enumerate(needed)}
     low, high = score_range
     spread = high - low if high > low else 0.0
     raw = np.array([cosine.get(i, np.nan) for i in needed], dtype=np.float64)
@@ -281,7 +287,6 @@ def find_candidates(
         padded = np.append(values, 0.0)  # index -1: no neighbour
         return np.maximum(padded[before], padded[after])
 
-    facts = keywords.facts(needed)
     sessions = facts.sessions
     best_in_session = np.zeros(int(sessions.max(initial=-1)) + 2)
     np.maximum.at(best_in_session, sessions + 1, fused)  # session -1 (unknown) at 0
