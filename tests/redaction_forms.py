@@ -174,4 +174,9 @@ LOOK_ALIKES = [
     "def f(self, node: AstNode, first_token: util.Token, last_token: util.Token):",
     "def __init__(self, recognizer: Parser, startToken: Token = None):",
     'raise Error(f"Failed to refresh access token: {error or response.status_code}")',
+    # a secret's variable reused in code, a YAML tag where the value would be
+    "token = token or os.environ.get('TOKEN')",
+    "password = password or ''",
+    "password: !vault |",
+    "password: !secret wifi_password",
 ]
