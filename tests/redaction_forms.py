@@ -1,5 +1,6 @@
-"""Secrets in the forms a probe of 248 typed secrets found missed (2026-12-07), and
-the look-alikes beside each form that stay as written; ``tests/test_redaction.py``
+"""Secrets in the forms a probe of 248 typed secrets found missed (2026-12-07; its
+second run the same day: PuTTY keys, Kubernetes Secrets, Oracle connect strings …),
+and the look-alikes beside each form that stay as written; ``tests/test_redaction.py``
 checks them with the prose and command-line forms."""
 
 from __future__ import annotations
@@ -119,6 +120,49 @@ SECRETS = [
         "tunnel frost amber",
         "vivid mango orbit",
     ),
+    # the probe's second run (2026-12-07): files, manifests, connect strings and code
+    (
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy\n"
+        "Public-Lines: 2\nAAAAC3NzaC1lZDI1NTE5AAAAIBm1\nPrivate-Lines: 1\n"
+        "AAAAIEhq8p2ZvQ0mS1fT9nJ3wXkYc6bR4uLdE7oV5gA2hPzCAAAAIQC9s\nPrivate-MAC: 4f2a",
+        "AAAAIEhq8p2ZvQ0mS1fT9nJ3wXkYc6bR4uLdE7oV5gA2hPzCAAAAIQC9s",
+    ),
+    (
+        "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\ndata:\n"
+        "  tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t\n"
+        "  tls.key: LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUV2UUlCQURBTkJna3Foa2lHOXcw\n",
+        "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUV2UUlCQURBTkJna3Foa2lHOXcw",
+    ),
+    (
+        "kind: Secret\ntype: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: "
+        "eyJhdXRocyI6eyJyZWcuZXhhbXBsZS5jb20iOnsiYXV0aCI6ImRHVnpkRHBFYTNKRFptZFFkMlE9In19fQ==\n",
+        "eyJhdXRocyI6eyJyZWcuZXhhbXBsZS5jb20iOnsiYXV0aCI6",
+    ),
+    (
+        "User name,Password,Access key ID,Secret access key,Console login link\n"
+        "jdoe,CsvPwd!1x,AKIA1B2C3D4E5F6G7H8J,Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3,https://x",
+        "CsvPwd!1x",
+    ),
+    (
+        "User name,Password,Access key ID,Secret access key,Console login link\n"
+        "jdoe,CsvPwd!1x,AKIA1B2C3D4E5F6G7H8J,Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3,https://x",
+        "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3",
+    ),
+    ("jdbc:oracle:thin:scott/T1ger0ra@//db:1521/ORCL", "T1ger0ra"),
+    ("sqlplus system/OraSys!23@//db:1521/XEPDB1", "OraSys!23"),
+    ("sqlldr userid=scott/Ld4Pwd!x control=load.ctl", "Ld4Pwd!x"),
+    ("WIFI:S:HomeNet;T:WPA;P:QrW1f1Pass;;", "QrW1f1Pass"),
+    ('variable "db_password" {\n  type    = string\n  default = "TfVarPwd9"\n}', "TfVarPwd9"),
+    ('variable "x" {\n  sensitive = true\n  default = "TfSens1tive"\n}', "TfSens1tive"),
+    ('cursor.execute("CREATE USER bob WITH PASSWORD %s", ("SqlParamPwd1",))', "SqlParamPwd1"),
+    ('cur.execute("ALTER USER %s WITH PASSWORD %s", (user, "SqlParam2nd"))', "SqlParam2nd"),
+    ("os.environ['STRIPE_KEY'] = 'rk_9x8c7v6b5n4m3'", "rk_9x8c7v6b5n4m3"),
+    (
+        '[{"id": "call_1", "type": "function", "function": {"name": "python", "arguments": '
+        '"{\\"code\\": \\"import os\\\\nos.environ[\'STRIPE_KEY\'] = \'rk_9x8c7v6b5n4m3\'\\\\n\\"}"}}]',
+        "rk_9x8c7v6b5n4m3",
+    ),
+    ("runas /user:Administrator cmd & echo RunAsPwd!1 | runas", "RunAsPwd!1"),
 ]
 
 #: Written beside those forms, and not secrets.
@@ -179,4 +223,22 @@ LOOK_ALIKES = [
     "password = password or ''",
     "password: !vault |",
     "password: !secret wifi_password",
+    # beside the files, manifests and connect strings
+    "apiVersion: v1\nkind: ConfigMap\ndata:\n  LOG_LEVEL: debug\n  DB_HOST: db.internal\n",
+    "data:\n  LOG_LEVEL: debug\n  replicas: 3\n",
+    "kind: SecretProviderClass\ndata:\n  objects: vault-objects\n",
+    "docker pull library/nginx@sha256:0d17b565c37bcbd895e9d92315a05c1c3c9a29f762b011a10c54a66cd53c9b31",
+    "npm install @scope/pkg@1.2.0",
+    "see acme/repo@v1.2.3 and user/group@host",
+    "sqlplus / as sysdba",
+    "sqlplus /nolog",
+    "sqlplus @scripts/setup.sql",
+    'cur.execute("ALTER USER %s WITH PASSWORD %s", ("bob", new_password))',
+    'variable "region" {\n  type    = string\n  default = "us-east-1"\n}',
+    "User name,Email,Role\njdoe,jdoe@example.com,admin",
+    "WIFI: the office network is down again",
+    "Private-Lines: see the PuTTY documentation",
+    'os.environ["SORT_KEY"] = "created_at"',
+    'os.environ["S3_KEY"] = "uploads/2024/report.csv"',
+    'os.environ["PRIMARY_KEY"] = "user_id_2"',
 ]

@@ -76,11 +76,15 @@ DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = tuple((r.name, r.regex) for r in
 PII_PATTERNS: tuple[tuple[str, str], ...] = tuple((r.name, r.regex) for r in RULES if r.pii)
 
 #: What the JSON walk finds beyond the rules' matches, and the needles that send a
-#: text to it: a name/value pair (``{"name": "DB_PASSWORD", "value": …}``) and an
-#: argv list (``["sshpass", "-p", "…"]``, whose flag and value are two strings).
-_STRUCTURE_NEEDLES = {
+#: text to it: a name/value pair (``{"name": "DB_PASSWORD", "value": …}``), an
+#: argv list (``["sshpass", "-p", "…"]``, whose flag and value are two strings) and
+#: a Kubernetes Secret (``{"kind": "Secret", "data": {…}}``).
+_STRUCTURE_NEEDLES: dict[str, str | tuple[str, ...]] = {
     "secret_pair": r"""value\\*["']\s*:""",
     "command_argv": r"""["']-{1,2}[\w-]+\\*["']""",
+    "secret_manifest": tuple(
+        f"kind{q}:{space}{q}secret" for q in ('"', '\\"') for space in ("", " ")
+    ),
 }
 
 

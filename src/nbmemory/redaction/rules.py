@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from . import checksums, code, keys, prose, web
 from .commands import CLI_RULES
+from .formats import FORMAT_RULES
 from .keys import SECRET_KEY
 from .phrases import CARD_CODE as _CARD_CODE
 from .phrases import PHRASE_RULES
@@ -490,6 +491,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("secret_value", keys.MARKUP, keys.MARKUP_NEEDLE, keys.quoted_value_span),
     Rule("secret_value", keys.ARGUMENT, keys.ARGUMENT_NEEDLE, keys.quoted_value_span),
+    Rule("secret_value", keys.ENV_KEY, keys.ARGUMENT_NEEDLE, keys.env_key_span),
     Rule("secret_value", keys.SQL, keys.SQL_NEEDLE, keys.quoted_value_span),
     Rule("secret_value", keys.CALL_PAIR, keys.CALL_PAIR_NEEDLE, keys.quoted_value_span),
     # a line of ~/.pgpass: host:port:database:user:password
@@ -515,6 +517,7 @@ RULES: tuple[Rule, ...] = (
             "recovery-code",
         ),
     ),
+    *FORMAT_RULES,
     Rule("secret_prose", _PROSE_IS, _PROSE_IS_NEEDLE, _prose_span),
     Rule("secret_prose", _PROSE_COLON, _PROSE_COLON_NEEDLE, _prose_span, separated=True),
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),
