@@ -163,6 +163,24 @@ SECRETS = [
         "rk_9x8c7v6b5n4m3",
     ),
     ("runas /user:Administrator cmd & echo RunAsPwd!1 | runas", "RunAsPwd!1"),
+    # token formats
+    (
+        "access key AKIA4R7T1Y3U6I9O2P5A secret Lk3Jh5Gf7Ds9Aq1Wz2Ex4Cr6Vt8By0Nu2Mi4Ko6",
+        "Lk3Jh5Gf7Ds9Aq1Wz2Ex4Cr6Vt8By0Nu2Mi4Ko6",
+    ),
+    (
+        "SENTRY_DSN=https://4f9a2c7e1b8d3f6a0e5c9b2d7f1a8e3c@o123456.ingest.sentry.io/789",
+        "4f9a2c7e1b8d3f6a0e5c9b2d7f1a8e3c",
+    ),
+    ("Mailgun key: key-3ax6xnjp29jd6fds4gc373sgvjxteol0", "3ax6xnjp29jd6fds4gc373sgvjxteol0"),
+    (
+        "ATLASSIAN_API_TOKEN ATATT3xFfGF0T4mQ9bZ7kL2nP5rS8vW1yC4eG7iK0mO3qU6x=1A2B3C4D",
+        "ATATT3xFfGF0T4mQ9bZ7kL2nP5rS8vW1yC4eG7iK0mO3qU6x",
+    ),
+    (
+        "https://api.telegram.org/bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11/sendMessage",
+        "ABC-DEF1234ghIkl-zyx57W2v1u123ew11",
+    ),
 ]
 
 #: Written beside those forms, and not secrets.
@@ -241,4 +259,7 @@ LOOK_ALIKES = [
     'os.environ["SORT_KEY"] = "created_at"',
     'os.environ["S3_KEY"] = "uploads/2024/report.csv"',
     'os.environ["PRIMARY_KEY"] = "user_id_2"',
+    # beside the token formats
+    "https://sentry.io/organizations/acme/issues/123/",
+    "a key-value store",
 ]

@@ -21,6 +21,7 @@ from .keys import SECRET_KEY
 from .phrases import CARD_CODE as _CARD_CODE
 from .phrases import PHRASE_RULES
 from .rule import REDACTED, Rule, Span, secret_span
+from .services import SERVICE_RULES
 
 __all__ = ["REDACTED", "RULES", "SECRET_KEY", "Rule", "Span", "secret_span"]
 
@@ -260,8 +261,9 @@ def _pair_span(match: re.Match[str]) -> Span | None:
 
 
 def _aws_secret_span(match: re.Match[str]) -> Span | None:
-    """The 40 characters after an access key id, when they mix case and digits (a
-    secret key does; a word, a path or a hex digest does not)."""
+    """The 40 characters (one more or less: a key copied a character short or long)
+    after an access key id, when they mix case and digits (a secret key does; a
+    word, a path or a hex digest does not)."""
     value = match.group("secret")
     mixed = any(c.islower() for c in value) and any(c.isupper() for c in value)
     return match.span("secret") if mixed and any(c.isdigit() for c in value) else None
@@ -291,12 +293,12 @@ def _iban_span(match: re.Match[str]) -> Span | None:
 # -- the rules, in order ---------------------------------------------------------------------
 RULES: tuple[Rule, ...] = (
     Rule("private_key", _PRIVATE_KEY, ("-----begin",)),
-    # an AWS secret access key: 40 characters of base64 after its access key id, on
+    # an AWS secret access key: 40 (39-41) characters of base64 after its access key id, on
     # the same line (a credentials CSV, "access key AKIA… secret …")
     Rule(
         "aws_secret_key",
         rf"{_START}(?:AKIA|ASIA)[0-9A-Z]{{16}}[^\n]{{0,80}}?(?<![A-Za-z0-9/+])"
-        r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        r"(?P<secret>[A-Za-z0-9/+]{39,41})(?![A-Za-z0-9/+=])",
         ("akia", "asia"),
         _aws_secret_span,
     ),
@@ -437,6 +439,7 @@ RULES: tuple[Rule, ...] = (
         r"\d:aa[a-z0-9_-]{33}",
         separated=True,
     ),
+    *SERVICE_RULES,
     Rule(
         "jwt",
         rf"{_START}eyJ[A-Za-z0-9_-]{{5,}}\.eyJ[A-Za-z0-9_-]{{5,}}\.[A-Za-z0-9_-]{{5,}}",
