@@ -181,6 +181,26 @@ SECRETS = [
         "https://api.telegram.org/bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11/sendMessage",
         "ABC-DEF1234ghIkl-zyx57W2v1u123ew11",
     ),
+    # Wi-Fi, PINs and access codes
+    ("Guest WiFi - SSID: CafeGuest / Key: latte4everyone", "latte4everyone"),
+    ("WPA key: Mountain-Breeze-2291", "Mountain-Breeze-2291"),
+    ("PIN 4921 for the card ending 8812", "4921"),
+    ("gate code 4412# after 8pm", "4412"),
+    ("phone passcode 482910", "482910"),
+    ("OTP 552913, don't share it", "552913"),
+    ("safe combination is 12-34-56", "12-34-56"),
+    ("your code: 881204 (expires in 10 minutes)", "881204"),
+    # prose
+    ("store the token somewhere safe: 0f1e2d3c4b5a69788796a5b4c3d2e1f0", "0f1e2d3c4b5a6978"),
+    ("pass for the router: R0uter#Pw", "R0uter#Pw"),
+    ("I changed it to Summer2024#, the password I mean", "Summer2024#"),
+    (
+        "Sure! I'll use the API key you gave me (a7f3c9e1b5d24f8e) to call the endpoint.",
+        "a7f3c9e1b5d24f8e",
+    ),
+    ("the password? it's Kangaroo#71", "Kangaroo#71"),
+    ("mi clave es Clave2024!", "Clave2024!"),
+    ("la clave del wifi es Gatito#2020", "Gatito#2020"),
 ]
 
 #: Written beside those forms, and not secrets.
@@ -262,4 +282,31 @@ LOOK_ALIKES = [
     # beside the token formats
     "https://sentry.io/organizations/acme/issues/123/",
     "a key-value store",
+    # beside the access codes, Wi-Fi keys and prose
+    "status code 404",
+    "exit code 1",
+    "error code 500",
+    "HTTP code 200 from the health check",
+    "Windows Installer error code 1603",
+    "the code is on GitHub",
+    "the code 2048 is the buffer size",
+    "PIN diode",
+    "connect the LED to pin 13",
+    "pin 2024-01-01 as the cut-off date",
+    "the combination of 12-34-56 and more",
+    "WPA key management is set to SAE",
+    "SSID: CafeGuest",
+    "the password? it's in the vault",
+    "Need a password? It's free.",
+    "Forgot your password? It's easy to reset.",
+    "boarding pass for the flight: gate 12",
+    "I set it to 30 seconds, the timeout I mean",
+    "la clave del problema es que no hay tests",
+    "mi clave es secreta",
+    "the API key header (X-Api-Key) is required",
+    "the token limit (4096) was hit",
+    "the token for request (3f2b8c1e-9a4d-4e7b-b6f1-2c8d9e0a1b3c) failed",
+    "secret scanning flagged commit (9fceb02d0ae598e95dc970b74767f19372d61af8)",
+    "save the file somewhere safe: /tmp/out.txt",
+    "copy the API key: see the dashboard",
 ]

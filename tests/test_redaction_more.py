@@ -108,6 +108,7 @@ def test_a_putty_key_loses_its_private_lines_and_keeps_its_public_ones() -> None
         ),
         ("sqlplus -s scott/tiger@orcl", "sqlplus -s scott/[REDACTED]@orcl"),
         ("WIFI:T:WPA;S:Home;P:Qr\\;W1f1;H:false;;", "WIFI:T:WPA;S:Home;P:[REDACTED];H:false;;"),
+        ("the gate code 4412# after 8pm", "the gate code [REDACTED]# after 8pm"),
         ("pw: A=0", "pw: [REDACTED]"),
     ],
 )
@@ -118,6 +119,9 @@ def test_only_the_secret_of_a_form_is_replaced(text: str, expected: str) -> None
 @pytest.mark.parametrize(
     "text, kind",
     [
+        ("PIN 4921", "access_code"),
+        ("safe combination is 12-34-56", "access_code"),
+        ("WPA key: Mountain-Breeze-2291", "wifi_password"),
         ("Mailgun: key-3ax6xnjp29jd6fds4gc373sgvjxteol0", "mailgun_key"),
         ("https://4f9a2c7e1b8d3f6a0e5c9b2d7f1a8e3c@o1.ingest.sentry.io/2", "sentry_dsn"),
         ("ATATT3xFfGF0T4mQ9bZ7kL2nP5rS8vW1yC4eG7iK0mO3qU6x=1A2B3C4D", "atlassian_token"),

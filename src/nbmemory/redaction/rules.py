@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from . import checksums, code, keys, prose, web
+from .chat import CHAT_RULES
 from .commands import CLI_RULES
 from .formats import FORMAT_RULES
 from .keys import SECRET_KEY
@@ -528,6 +529,7 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_prose", _PAIR, _PAIR_NEEDLE, _pair_span),
     *CLI_RULES,
     *PHRASE_RULES,
+    *CHAT_RULES,
     # 13-19 digits of a card number (Luhn-checked)
     Rule(
         "payment_card",
