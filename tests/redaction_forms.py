@@ -1,5 +1,6 @@
-"""Secrets in the forms a probe of 248 typed secrets found missed (2026-12-07), and
-the look-alikes beside each form that stay as written; ``tests/test_redaction.py``
+"""Secrets in the forms a probe of 248 typed secrets found missed (2026-12-07; its
+second run the same day: PuTTY keys, Kubernetes Secrets, Oracle connect strings …),
+and the look-alikes beside each form that stay as written; ``tests/test_redaction.py``
 checks them with the prose and command-line forms."""
 
 from __future__ import annotations
@@ -119,6 +120,87 @@ SECRETS = [
         "tunnel frost amber",
         "vivid mango orbit",
     ),
+    # the probe's second run (2026-12-07): files, manifests, connect strings and code
+    (
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy\n"
+        "Public-Lines: 2\nAAAAC3NzaC1lZDI1NTE5AAAAIBm1\nPrivate-Lines: 1\n"
+        "AAAAIEhq8p2ZvQ0mS1fT9nJ3wXkYc6bR4uLdE7oV5gA2hPzCAAAAIQC9s\nPrivate-MAC: 4f2a",
+        "AAAAIEhq8p2ZvQ0mS1fT9nJ3wXkYc6bR4uLdE7oV5gA2hPzCAAAAIQC9s",
+    ),
+    (
+        "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\ndata:\n"
+        "  tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t\n"
+        "  tls.key: LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUV2UUlCQURBTkJna3Foa2lHOXcw\n",
+        "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUV2UUlCQURBTkJna3Foa2lHOXcw",
+    ),
+    (
+        "kind: Secret\ntype: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: "
+        "eyJhdXRocyI6eyJyZWcuZXhhbXBsZS5jb20iOnsiYXV0aCI6ImRHVnpkRHBFYTNKRFptZFFkMlE9In19fQ==\n",
+        "eyJhdXRocyI6eyJyZWcuZXhhbXBsZS5jb20iOnsiYXV0aCI6",
+    ),
+    (
+        "User name,Password,Access key ID,Secret access key,Console login link\n"
+        "jdoe,CsvPwd!1x,AKIA1B2C3D4E5F6G7H8J,Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3,https://x",
+        "CsvPwd!1x",
+    ),
+    (
+        "User name,Password,Access key ID,Secret access key,Console login link\n"
+        "jdoe,CsvPwd!1x,AKIA1B2C3D4E5F6G7H8J,Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3,https://x",
+        "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3",
+    ),
+    ("jdbc:oracle:thin:scott/T1ger0ra@//db:1521/ORCL", "T1ger0ra"),
+    ("sqlplus system/OraSys!23@//db:1521/XEPDB1", "OraSys!23"),
+    ("sqlldr userid=scott/Ld4Pwd!x control=load.ctl", "Ld4Pwd!x"),
+    ("WIFI:S:HomeNet;T:WPA;P:QrW1f1Pass;;", "QrW1f1Pass"),
+    ('variable "db_password" {\n  type    = string\n  default = "TfVarPwd9"\n}', "TfVarPwd9"),
+    ('variable "x" {\n  sensitive = true\n  default = "TfSens1tive"\n}', "TfSens1tive"),
+    ('cursor.execute("CREATE USER bob WITH PASSWORD %s", ("SqlParamPwd1",))', "SqlParamPwd1"),
+    ('cur.execute("ALTER USER %s WITH PASSWORD %s", (user, "SqlParam2nd"))', "SqlParam2nd"),
+    ("os.environ['STRIPE_KEY'] = 'rk_9x8c7v6b5n4m3'", "rk_9x8c7v6b5n4m3"),
+    (
+        '[{"id": "call_1", "type": "function", "function": {"name": "python", "arguments": '
+        '"{\\"code\\": \\"import os\\\\nos.environ[\'STRIPE_KEY\'] = \'rk_9x8c7v6b5n4m3\'\\\\n\\"}"}}]',
+        "rk_9x8c7v6b5n4m3",
+    ),
+    ("runas /user:Administrator cmd & echo RunAsPwd!1 | runas", "RunAsPwd!1"),
+    # token formats
+    (
+        "access key AKIA4R7T1Y3U6I9O2P5A secret Lk3Jh5Gf7Ds9Aq1Wz2Ex4Cr6Vt8By0Nu2Mi4Ko6",
+        "Lk3Jh5Gf7Ds9Aq1Wz2Ex4Cr6Vt8By0Nu2Mi4Ko6",
+    ),
+    (
+        "SENTRY_DSN=https://4f9a2c7e1b8d3f6a0e5c9b2d7f1a8e3c@o123456.ingest.sentry.io/789",
+        "4f9a2c7e1b8d3f6a0e5c9b2d7f1a8e3c",
+    ),
+    ("Mailgun key: key-3ax6xnjp29jd6fds4gc373sgvjxteol0", "3ax6xnjp29jd6fds4gc373sgvjxteol0"),
+    (
+        "ATLASSIAN_API_TOKEN ATATT3xFfGF0T4mQ9bZ7kL2nP5rS8vW1yC4eG7iK0mO3qU6x=1A2B3C4D",
+        "ATATT3xFfGF0T4mQ9bZ7kL2nP5rS8vW1yC4eG7iK0mO3qU6x",
+    ),
+    (
+        "https://api.telegram.org/bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11/sendMessage",
+        "ABC-DEF1234ghIkl-zyx57W2v1u123ew11",
+    ),
+    # Wi-Fi, PINs and access codes
+    ("Guest WiFi - SSID: CafeGuest / Key: latte4everyone", "latte4everyone"),
+    ("WPA key: Mountain-Breeze-2291", "Mountain-Breeze-2291"),
+    ("PIN 4921 for the card ending 8812", "4921"),
+    ("gate code 4412# after 8pm", "4412"),
+    ("phone passcode 482910", "482910"),
+    ("OTP 552913, don't share it", "552913"),
+    ("safe combination is 12-34-56", "12-34-56"),
+    ("your code: 881204 (expires in 10 minutes)", "881204"),
+    # prose
+    ("store the token somewhere safe: 0f1e2d3c4b5a69788796a5b4c3d2e1f0", "0f1e2d3c4b5a6978"),
+    ("pass for the router: R0uter#Pw", "R0uter#Pw"),
+    ("I changed it to Summer2024#, the password I mean", "Summer2024#"),
+    (
+        "Sure! I'll use the API key you gave me (a7f3c9e1b5d24f8e) to call the endpoint.",
+        "a7f3c9e1b5d24f8e",
+    ),
+    ("the password? it's Kangaroo#71", "Kangaroo#71"),
+    ("mi clave es Clave2024!", "Clave2024!"),
+    ("la clave del wifi es Gatito#2020", "Gatito#2020"),
 ]
 
 #: Written beside those forms, and not secrets.
@@ -174,4 +256,57 @@ LOOK_ALIKES = [
     "def f(self, node: AstNode, first_token: util.Token, last_token: util.Token):",
     "def __init__(self, recognizer: Parser, startToken: Token = None):",
     'raise Error(f"Failed to refresh access token: {error or response.status_code}")',
+    # a secret's variable reused in code, a YAML tag where the value would be
+    "token = token or os.environ.get('TOKEN')",
+    "password = password or ''",
+    "password: !vault |",
+    "password: !secret wifi_password",
+    # beside the files, manifests and connect strings
+    "apiVersion: v1\nkind: ConfigMap\ndata:\n  LOG_LEVEL: debug\n  DB_HOST: db.internal\n",
+    "data:\n  LOG_LEVEL: debug\n  replicas: 3\n",
+    "kind: SecretProviderClass\ndata:\n  objects: vault-objects\n",
+    "docker pull library/nginx@sha256:0d17b565c37bcbd895e9d92315a05c1c3c9a29f762b011a10c54a66cd53c9b31",
+    "npm install @scope/pkg@1.2.0",
+    "see acme/repo@v1.2.3 and user/group@host",
+    "sqlplus / as sysdba",
+    "sqlplus /nolog",
+    "sqlplus @scripts/setup.sql",
+    'cur.execute("ALTER USER %s WITH PASSWORD %s", ("bob", new_password))',
+    'variable "region" {\n  type    = string\n  default = "us-east-1"\n}',
+    "User name,Email,Role\njdoe,jdoe@example.com,admin",
+    "WIFI: the office network is down again",
+    "Private-Lines: see the PuTTY documentation",
+    'os.environ["SORT_KEY"] = "created_at"',
+    'os.environ["S3_KEY"] = "uploads/2024/report.csv"',
+    'os.environ["PRIMARY_KEY"] = "user_id_2"',
+    # beside the token formats
+    "https://sentry.io/organizations/acme/issues/123/",
+    "a key-value store",
+    # beside the access codes, Wi-Fi keys and prose
+    "status code 404",
+    "exit code 1",
+    "error code 500",
+    "HTTP code 200 from the health check",
+    "Windows Installer error code 1603",
+    "the code is on GitHub",
+    "the code 2048 is the buffer size",
+    "PIN diode",
+    "connect the LED to pin 13",
+    "pin 2024-01-01 as the cut-off date",
+    "the combination of 12-34-56 and more",
+    "WPA key management is set to SAE",
+    "SSID: CafeGuest",
+    "the password? it's in the vault",
+    "Need a password? It's free.",
+    "Forgot your password? It's easy to reset.",
+    "boarding pass for the flight: gate 12",
+    "I set it to 30 seconds, the timeout I mean",
+    "la clave del problema es que no hay tests",
+    "mi clave es secreta",
+    "the API key header (X-Api-Key) is required",
+    "the token limit (4096) was hit",
+    "the token for request (3f2b8c1e-9a4d-4e7b-b6f1-2c8d9e0a1b3c) failed",
+    "secret scanning flagged commit (9fceb02d0ae598e95dc970b74767f19372d61af8)",
+    "save the file somewhere safe: /tmp/out.txt",
+    "copy the API key: see the dashboard",
 ]

@@ -76,11 +76,15 @@ DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = tuple((r.name, r.regex) for r in
 PII_PATTERNS: tuple[tuple[str, str], ...] = tuple((r.name, r.regex) for r in RULES if r.pii)
 
 #: What the JSON walk finds beyond the rules' matches, and the needles that send a
-#: text to it: a name/value pair (``{"name": "DB_PASSWORD", "value": …}``) and an
-#: argv list (``["sshpass", "-p", "…"]``, whose flag and value are two strings).
-_STRUCTURE_NEEDLES = {
+#: text to it: a name/value pair (``{"name": "DB_PASSWORD", "value": …}``), an
+#: argv list (``["sshpass", "-p", "…"]``, whose flag and value are two strings) and
+#: a Kubernetes Secret (``{"kind": "Secret", "data": {…}}``).
+_STRUCTURE_NEEDLES: dict[str, str | tuple[str, ...]] = {
     "secret_pair": r"""value\\*["']\s*:""",
     "command_argv": r"""["']-{1,2}[\w-]+\\*["']""",
+    "secret_manifest": tuple(
+        f"kind{q}:{space}{q}secret" for q in ('"', '\\"') for space in ("", " ")
+    ),
 }
 
 
@@ -144,11 +148,48 @@ _COMPILED_NEEDLES = {name: re.compile(needle) for name, needle in _NEEDLES.items
 #: Where a name has several rules (seven ``secret_prose``), each rule's own needle
 #: too: once the name's needle is in a text, only the rules whose own needle is
 #: there run (a long message naming a password is not searched for "use … as").
-_OWN_NEEDLES: dict[Rule, re.Pattern[str]] = {
-    rule: re.compile(_needle_regex([rule.needle]))
+#: Rules with the same needle share one regex, searched once a text.
+_OWN_REGEXES = {
+    rule: _needle_regex([rule.needle])
     for rule in RULES
     if sum(other.name == rule.name for other in RULES) > 1
 }
+_SHARED = {regex: re.compile(regex) for regex in _OWN_REGEXES.values()}
+_OWN_NEEDLES: dict[Rule, re.Pattern[str]] = {
+    rule: _SHARED[regex] for rule, regex in _OWN_REGEXES.items()
+}
+
+
+def _few_literals(needles: Sequence[str | tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The literals of needles that are a few literals only, not all starting alike."""
+    if not all(isinstance(needle, tuple) for needle in needles):
+        return None
+    words = tuple(dict.fromkeys(word for needle in needles for word in needle))
+    return words if 1 < len(words) <= 8 and len({word[0] for word in words}) > 1 else None
+
+
+#: The needles that are a few literals starting with different characters: ``in``
+#: finds them faster than their regex, whose alternatives are tried at every position
+#: (5 us instead of 15 on 3,000 characters).
+_LITERALS: dict[re.Pattern[str], tuple[str, ...]] = {
+    pattern: words
+    for pattern, words in [
+        *(
+            (_COMPILED_NEEDLES[name], _few_literals(needles))
+            for name, needles in _rule_needles([r.name for r in RULES]).items()
+        ),
+        *((pattern, _few_literals([rule.needle])) for rule, pattern in _OWN_NEEDLES.items()),
+    ]
+    if words is not None
+}
+
+
+def _holds(needle: re.Pattern[str], lowered: str) -> bool:
+    """Whether the lowercased text holds the needle."""
+    words = _LITERALS.get(needle)
+    if words is not None:
+        return any(word in lowered for word in words)
+    return needle.search(lowered) is not None
 
 
 def _combined(names: Iterable[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
@@ -293,23 +334,29 @@ class Redactor:
         #: name -> whether its needle is in the text: the rules of one name (seven
         #: ``secret_prose``) share one needle, searched once (~80 us on 2.6k characters)
         present: dict[str, bool] = {}
+        holds: dict[re.Pattern[str], bool] = {}  # own needles shared by rules: searched once
         for order, (rule, pattern) in enumerate(rules):
             if rule.name not in present:
                 needle = _COMPILED_NEEDLES.get(rule.name)
-                present[rule.name] = needle is None or needle.search(lowered) is not None
+                present[rule.name] = needle is None or _holds(needle, lowered)
             if not present[rule.name]:
                 continue
             own = _OWN_NEEDLES.get(rule)
-            if own is not None and own.search(lowered) is None:
-                continue
+            if own is not None:
+                if own not in holds:
+                    holds[own] = _holds(own, lowered)
+                if not holds[own]:
+                    continue
             span_of = rule.span or secret_span
             for match in pattern.finditer(text):
-                span = span_of(match)
-                if span is None:
-                    continue
-                start, end = span
-                if end > start and not text.startswith(REDACTED, start):
-                    found.append((start, order, end, rule.name))
+                if rule.spans is not None:
+                    spans = rule.spans(match)
+                else:
+                    span = span_of(match)
+                    spans = [] if span is None else [span]
+                for start, end in spans:
+                    if end > start and not text.startswith(REDACTED, start):
+                        found.append((start, order, end, rule.name))
         found.sort()
         merged: list[tuple[int, int, str]] = []
         for start, _, end, name in found:

@@ -135,8 +135,17 @@ _OBJECTS = frozenset(
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 #: What follows a variable in code: an argument's or an entry's end, a statement's
-#: end, a condition's colon.
-_AFTER_VARIABLE = re.compile(r"[ \t]*[,)}\];:]")
+#: end, a condition's colon, an operator (``token = token or os.environ.get(…)``).
+_AFTER_VARIABLE = re.compile(
+    r"[ \t]*(?:[,)}\];:]|(?:or|and|if|else|is|in|not)[ \t]|\|\||&&|\?\?|[=!]=)"
+)
+#: A YAML tag before a value (``password: !vault |``, ``password: !secret wifi_pw``,
+#: CloudFormation's ``!Ref DbPassword``): the value is elsewhere, named or encrypted.
+_YAML_TAG = re.compile(
+    r"!(?:vault|secret|env|env_var|include|ref|sub|getatt|importvalue|join|select|findinmap"
+    r"|base64|if|split|cidr|encrypted)(?![\w-])",
+    re.IGNORECASE,
+)
 #: A file's path: ``/run/secrets/db``, ``~/.aws/credentials``, ``./keys/app.pem``.
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.-]+/")
 #: A value up to the punctuation that ends it in code.
@@ -191,6 +200,8 @@ def is_code(
     raw = text[start:end]
     if raw[:1] in ("{", "[", "(", ")", "]", "}", ","):
         return True  # a literal ({}, [...], (...)), or the end of an argument list
+    if _YAML_TAG.match(raw):
+        return True  # password: !vault |
     if is_placeholder(raw) or _CALL.match(raw) or _PATH.match(raw):
         return True  # ${DB_PASS}, getpass(), ~/.aws/credentials
     # the value without what ends it in code: token, / None) / token)["name"]
@@ -212,8 +223,8 @@ def is_code(
         return True  # ProcessAccessToken = 9: a constant (a PIN has 4 digits or more)
     if not _IDENTIFIER.fullmatch(value):
         return False
-    if len(value) <= 2 or attribute:
-        return True  # t.lastToken=r (minified), self.token = token
+    if attribute or len(value) <= 2 and (value == raw or raw[len(value)] in ",;:)]}|"):
+        return True  # t.lastToken=r, (minified), self.token = token (not "pw: A=0")
     if argument and ("_" in value or not value.islower() and not value.isupper()):
         return True  # f(nextToken=token_for_next_page): a variable
     if argument and value == key:

@@ -209,11 +209,11 @@ CLI_RULES: tuple[Rule, ...] = (
         r"/user:",
         _for_commands("net", "net.exe"),
     ),
-    Rule(  # echo PASS | sudo -S, | passwd --stdin, | chpasswd, | docker login --password-stdin
+    Rule(  # echo PASS | sudo -S, | passwd --stdin, | chpasswd, | docker login --password-stdin, | runas
         "command_password",
         rf"(?<![\w-])(?:echo|printf)(?:\s+-[neE]+)?\s+(?P<secret>{_CLI_VALUE})\s*\|\s*"
         r"(?=[^\n|;]*?(?:\bsudo\b[^\n|;]*?\s-S\b|--password-stdin|\bpasswd\b[^\n|;]*?--stdin"
-        r"|\bchpasswd\b|\bkinit\b))",
+        r"|\bchpasswd\b|\bkinit\b|\brunas\b))",
         ("echo", "printf"),
         _piped,
     ),

@@ -213,6 +213,25 @@ ARGUMENT_NEEDLE = (
     "setitem(",
     "set(",
 )
+#: ``os.environ["STRIPE_KEY"] = "…"``: an environment variable named ``…_KEY`` set in
+#: code holds a key when its value is a token (12+ characters, three digits and three
+#: letters at least, no path: ``os.environ["SORT_KEY"] = "created_at"``,
+#: ``os.environ["S3_KEY"] = "a/b.csv"`` and ``os.environ["PRIMARY_KEY"] = "user_id_2"`` stay).
+ENV_KEY = (
+    r"""(?:\[\s*(?P<open>\\*["'])(?:[A-Z][A-Z0-9]*_)+KEY(?P=open)\] ?=(?!=)"""
+    r"|\b(?:setdefault|putenv|setenv)\(\s*"
+    r"""(?P<open2>\\*["'])(?:[A-Z][A-Z0-9]*_)+KEY(?P=open2)\s*,)\s*"""
+    r"""(?P<q>\\*["'])(?P<secret>[\w+=-]{12,500})(?P=q)"""
+)
+
+
+def env_key_span(match: re.Match[str]) -> Span | None:
+    value = match.group("secret")
+    if sum(c.isdigit() for c in value) < 3 or sum(c.isalpha() for c in value) < 3:
+        return None
+    return match.span("secret")
+
+
 #: A user and a password given to a call: ``requests.get(url, auth=("u", "p"))``,
 #: ``HTTPBasicAuth("u", "p")``, ``smtp.login("u", "p")``, ``keyring.set_password("svc",
 #: "u", "p")``.

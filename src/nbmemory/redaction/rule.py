@@ -29,6 +29,9 @@ class Rule:
     #: The secret's span in a match, or None when the match is not a secret; by
     #: default the first ``secret…`` group that matched, else the whole match.
     span: Callable[[re.Match[str]], Span | None] | None = None
+    #: For a rule whose match holds several secrets (a table's rows, a manifest's
+    #: values), their spans instead (none when the match holds no secret).
+    spans: Callable[[re.Match[str]], list[Span]] | None = None
     #: The needle holds a ``:`` or an ``=`` (searched only in texts that have one).
     separated: bool = False
     #: Personal data rather than a credential: on only with ``redact_pii``.

@@ -15,11 +15,14 @@ import re
 from collections.abc import Callable
 
 from . import checksums, code, keys, prose, web
+from .chat import CHAT_RULES
 from .commands import CLI_RULES
+from .formats import FORMAT_RULES
 from .keys import SECRET_KEY
 from .phrases import CARD_CODE as _CARD_CODE
 from .phrases import PHRASE_RULES
 from .rule import REDACTED, Rule, Span, secret_span
+from .services import SERVICE_RULES
 
 __all__ = ["REDACTED", "RULES", "SECRET_KEY", "Rule", "Span", "secret_span"]
 
@@ -259,8 +262,9 @@ def _pair_span(match: re.Match[str]) -> Span | None:
 
 
 def _aws_secret_span(match: re.Match[str]) -> Span | None:
-    """The 40 characters after an access key id, when they mix case and digits (a
-    secret key does; a word, a path or a hex digest does not)."""
+    """The 40 characters (one more or less: a key copied a character short or long)
+    after an access key id, when they mix case and digits (a secret key does; a
+    word, a path or a hex digest does not)."""
     value = match.group("secret")
     mixed = any(c.islower() for c in value) and any(c.isupper() for c in value)
     return match.span("secret") if mixed and any(c.isdigit() for c in value) else None
@@ -290,12 +294,12 @@ def _iban_span(match: re.Match[str]) -> Span | None:
 # -- the rules, in order ---------------------------------------------------------------------
 RULES: tuple[Rule, ...] = (
     Rule("private_key", _PRIVATE_KEY, ("-----begin",)),
-    # an AWS secret access key: 40 characters of base64 after its access key id, on
+    # an AWS secret access key: 40 (39-41) characters of base64 after its access key id, on
     # the same line (a credentials CSV, "access key AKIA… secret …")
     Rule(
         "aws_secret_key",
         rf"{_START}(?:AKIA|ASIA)[0-9A-Z]{{16}}[^\n]{{0,80}}?(?<![A-Za-z0-9/+])"
-        r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        r"(?P<secret>[A-Za-z0-9/+]{39,41})(?![A-Za-z0-9/+=])",
         ("akia", "asia"),
         _aws_secret_span,
     ),
@@ -436,6 +440,7 @@ RULES: tuple[Rule, ...] = (
         r"\d:aa[a-z0-9_-]{33}",
         separated=True,
     ),
+    *SERVICE_RULES,
     Rule(
         "jwt",
         rf"{_START}eyJ[A-Za-z0-9_-]{{5,}}\.eyJ[A-Za-z0-9_-]{{5,}}\.[A-Za-z0-9_-]{{5,}}",
@@ -490,6 +495,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("secret_value", keys.MARKUP, keys.MARKUP_NEEDLE, keys.quoted_value_span),
     Rule("secret_value", keys.ARGUMENT, keys.ARGUMENT_NEEDLE, keys.quoted_value_span),
+    Rule("secret_value", keys.ENV_KEY, keys.ARGUMENT_NEEDLE, keys.env_key_span),
     Rule("secret_value", keys.SQL, keys.SQL_NEEDLE, keys.quoted_value_span),
     Rule("secret_value", keys.CALL_PAIR, keys.CALL_PAIR_NEEDLE, keys.quoted_value_span),
     # a line of ~/.pgpass: host:port:database:user:password
@@ -515,6 +521,7 @@ RULES: tuple[Rule, ...] = (
             "recovery-code",
         ),
     ),
+    *FORMAT_RULES,
     Rule("secret_prose", _PROSE_IS, _PROSE_IS_NEEDLE, _prose_span),
     Rule("secret_prose", _PROSE_COLON, _PROSE_COLON_NEEDLE, _prose_span, separated=True),
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),
@@ -522,6 +529,7 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_prose", _PAIR, _PAIR_NEEDLE, _pair_span),
     *CLI_RULES,
     *PHRASE_RULES,
+    *CHAT_RULES,
     # 13-19 digits of a card number (Luhn-checked)
     Rule(
         "payment_card",

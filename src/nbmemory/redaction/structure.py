@@ -90,6 +90,17 @@ def secret_key(key: str, value: Any) -> bool:
     return SECRET_KEY.fullmatch(name) is not None
 
 
+#: The keys of a Kubernetes Secret whose values are all secret (``kubectl get secret -o json``).
+_MANIFEST_KEYS = ("data", "stringData")
+
+
+def _manifest(node: dict[str, Any]) -> bool:
+    """Whether ``node`` is a Kubernetes Secret (``{"kind": "Secret", "data": {…}}``)."""
+    return node.get("kind") == "Secret" and any(
+        isinstance(node.get(key), dict) for key in _MANIFEST_KEYS
+    )
+
+
 def _pair_value_key(node: dict[str, Any]) -> str | None:
     """In a name/value pair naming a secret, the key of the value to redact."""
     lowered = {k.lower(): k for k in node if isinstance(k, str)}
@@ -130,9 +141,15 @@ class Walker:
             return node
         if isinstance(node, dict):
             pair = None if secret else _pair_value_key(node)
+            manifest = not secret and _manifest(node)
             out: dict[Any, Any] = {}
             for key, value in node.items():
-                under = secret or key == pair or (isinstance(key, str) and secret_key(key, value))
+                under = (
+                    secret
+                    or key == pair
+                    or (manifest and key in _MANIFEST_KEYS and isinstance(value, dict))
+                    or (isinstance(key, str) and secret_key(key, value))
+                )
                 if isinstance(key, str):
                     key, kinds = self.redact_text(key, self.depth + 1)
                     self.found.extend(kinds)

@@ -1,0 +1,131 @@
+"""What stays when a file, a manifest or a table is redacted: only its secrets go (the
+forms themselves, and their look-alikes, are in ``tests/redaction_forms.py``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nbmemory.redaction import redact
+
+_MANIFESTS = """\
+apiVersion: v1
+data:
+  password: SzhzU2VjcmV0UHdkIQ==
+  tls.key: "LS0tLS1CRUdJTiBQUklWQVRF"  # the key
+kind: Secret
+metadata:
+  name: db
+stringData:
+  config.yaml: |
+    user: app
+    url: postgres://db/app
+
+  region: eu-west-1
+type: Opaque
+---
+apiVersion: v1
+kind: ConfigMap
+data:
+  LOG_LEVEL: debug
+"""
+
+
+def test_a_kubernetes_secret_loses_its_values_and_keeps_its_keys() -> None:
+    """Every value under ``data:`` and ``stringData:`` of a ``kind: Secret`` document
+    goes (kubectl writes ``data`` before ``kind``); the ConfigMap after ``---`` stays."""
+    result = redact(_MANIFESTS)
+    assert result.text == (
+        _MANIFESTS.replace("SzhzU2VjcmV0UHdkIQ==", "[REDACTED]")
+        .replace("LS0tLS1CRUdJTiBQUklWQVRF", "[REDACTED]")
+        .replace("user: app\n    url: postgres://db/app", "[REDACTED]")
+        .replace("region: eu-west-1", "region: [REDACTED]")
+    )
+    assert "LOG_LEVEL: debug" in result.text
+
+
+def test_only_the_secret_items_of_a_list_lose_their_values() -> None:
+    text = (
+        "items:\n- apiVersion: v1\n  data:\n    a: YWJj\n  kind: ConfigMap\n"
+        "- apiVersion: v1\n  data:\n    b: ZGVmZ2hp\n  kind: Secret\n"
+    )
+    assert redact(text).text == text.replace("ZGVmZ2hp", "[REDACTED]")
+
+
+def test_a_kubernetes_secret_in_json_loses_its_values_and_stays_json() -> None:
+    secret = {"apiVersion": "v1", "data": {"tls.key": "LS0tLS1CRUdJTg=="}, "kind": "Secret"}
+    config = {"apiVersion": "v1", "data": {"LOG_LEVEL": "debug"}, "kind": "ConfigMap"}
+    text = json.dumps({"items": [secret, config], "kind": "List"}, indent=4)
+    result = redact(text)
+    items = json.loads(result.text)["items"]
+    assert items[0]["data"] == {"tls.key": "[REDACTED]"} and items[1] == config
+    assert redact(json.dumps(config)).count == 0
+
+
+def test_a_credentials_csv_loses_its_password_and_secret_columns() -> None:
+    header = "User name,Password,Access key ID,Secret access key,Console login link"
+    rows = [
+        "jdoe,CsvPwd!1x,AKIA1B2C3D4E5F6G7H8J,Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3a,https://x",
+        "bob,,AKIA1B2C3D4E5F6G7H8K,Zz1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3a,https://y",
+    ]
+    text = "\n".join([header, *rows, "", "the,table,ended"])
+    assert redact(text).text == "\n".join(
+        [
+            header,
+            "jdoe,[REDACTED],[REDACTED],[REDACTED],https://x",
+            "bob,,[REDACTED],[REDACTED],https://y",
+            "",
+            "the,table,ended",
+        ]
+    )
+
+
+def test_a_putty_key_loses_its_private_lines_and_keeps_its_public_ones() -> None:
+    text = (
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy\n"
+        "Public-Lines: 1\nAAAAC3NzaC1lZDI1NTE5AAAAIBm1\n"
+        "Private-Lines: 2\nAAAAIEhq8p2ZvQ0mS1fT9nJ3wXkY\nc6bR4uLdE7oV5gA2hPzC\n"
+        "Private-MAC: 4f2a9c01\nthanks"
+    )
+    assert redact(text).text == (
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy\n"
+        "Public-Lines: 1\nAAAAC3NzaC1lZDI1NTE5AAAAIBm1\n"
+        "Private-Lines: 2\n[REDACTED]\nPrivate-MAC: [REDACTED]\nthanks"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            'cur.execute("ALTER USER %s WITH PASSWORD %s", ("bob", "Pw12345"))',
+            'cur.execute("ALTER USER %s WITH PASSWORD %s", ("bob", "[REDACTED]"))',
+        ),
+        (
+            'variable "db_password" {\n  type = string\n  default = "TfVarPwd9"\n}',
+            'variable "db_password" {\n  type = string\n  default = "[REDACTED]"\n}',
+        ),
+        ("sqlplus -s scott/tiger@orcl", "sqlplus -s scott/[REDACTED]@orcl"),
+        ("WIFI:T:WPA;S:Home;P:Qr\\;W1f1;H:false;;", "WIFI:T:WPA;S:Home;P:[REDACTED];H:false;;"),
+        ("the gate code 4412# after 8pm", "the gate code [REDACTED]# after 8pm"),
+        ("pw: A=0", "pw: [REDACTED]"),
+    ],
+)
+def test_only_the_secret_of_a_form_is_replaced(text: str, expected: str) -> None:
+    assert redact(text).text == expected
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("PIN 4921", "access_code"),
+        ("safe combination is 12-34-56", "access_code"),
+        ("WPA key: Mountain-Breeze-2291", "wifi_password"),
+        ("Mailgun: key-3ax6xnjp29jd6fds4gc373sgvjxteol0", "mailgun_key"),
+        ("https://4f9a2c7e1b8d3f6a0e5c9b2d7f1a8e3c@o1.ingest.sentry.io/2", "sentry_dsn"),
+        ("ATATT3xFfGF0T4mQ9bZ7kL2nP5rS8vW1yC4eG7iK0mO3qU6x=1A2B3C4D", "atlassian_token"),
+    ],
+)
+def test_the_new_kinds_are_reported(text: str, kind: str) -> None:
+    assert redact(text).kinds == (kind,)
