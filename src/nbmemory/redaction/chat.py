@@ -25,10 +25,7 @@ import re
 from . import code, prose
 from .rule import Rule, Span
 
-_VALUE = (
-    r"""(?:(?P<open>["'`“‘])(?P<quoted>[^"'`”’\n]{1,200})["'`”’]"""
-    r"""|(?P<bare>[^\s"'`]{1,200}))"""
-)
+_VALUE = prose.VALUE
 
 # -- access codes ----------------------------------------------------------------------------
 _CODE_NAME = (

@@ -569,3 +569,11 @@ def phrase_end(text: str, end: int, *, first_secret: bool, kind: str = WEAK) -> 
         if step.group(2):
             break
     return last if words >= (1 if first_secret else 3) else None
+
+
+#: A secret's value after its name: a quoted string (``open`` and ``quoted``), else the
+#: word that follows (``bare``); what each rule then keeps of it is its own.
+VALUE = (
+    r"""(?:(?P<open>["'`“‘])(?P<quoted>[^"'`”’\n]{1,200})["'`”’]"""
+    r"""|(?P<bare>[^\s"'`]{1,200}))"""
+)

@@ -69,10 +69,7 @@ _PROSE_NAME = (
     r"|token|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
     rf"|{_ONE_TIME}|{_CARD_CODE}"
 )
-_PROSE_VALUE = (
-    r"""(?:(?P<open>["'`“‘])(?P<quoted>[^"'`”’\n]{1,200})["'`”’]"""
-    r"""|(?P<bare>[^\s"'`]{1,200}))"""
-)
+_PROSE_VALUE = prose.VALUE
 _PROSE_IS = (
     r"(?i)(?<![A-Za-z0-9_-])(?:"
     # the password (for the prod db) is / was / remains / 's / changed to ...
