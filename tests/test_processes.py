@@ -123,3 +123,37 @@ def test_a_shared_opener_that_waits_out_its_turn_is_told_to_wait(tmp_path, monke
         holder.stdin.write("\n\n")
         holder.stdin.flush()
         holder.wait(timeout=HANG)
+
+
+def test_add_event_does_not_wait_for_a_turn_another_process_holds(tmp_path, monkeypatch):
+    """A shared ``add_event`` whose journal was due to be written out waited for the
+    file's turn, up to twice the lock timeout, while another process held a long turn
+    (a purge, an import): its row was durable in the journal all along."""
+    import threading
+
+    from nbmemory.store import journal
+
+    path = str(tmp_path / "held.duckdb")
+    Memory(path, embedder="hash").close()
+    monkeypatch.setenv("NBMEMORY_LOCK_TIMEOUT", "600")
+    monkeypatch.setattr(journal, "BATCH", 1)  # every add_event is due to write it out
+    with Memory(path, embedder="hash", shared=True, background_consolidation=False) as mem:
+        holder = spawn(HOLD, path)
+        try:
+            expect(holder, "holding")
+            returned: list[str] = []
+            call = threading.Thread(
+                target=lambda: returned.append(mem.add_event("s", "user", "while held").id),
+                daemon=True,
+            )
+            call.start()
+            call.join(timeout=HANG)  # a bound, far under the 600 s it would wait
+            assert returned, "add_event waited for the turn another process holds"
+            rows = [e["row"]["id"] for p in Path(journal.folder_of(path)).iterdir()
+                    for e in journal.decode(p.read_bytes())]  # fmt: skip
+            assert returned == rows  # acknowledged: in the journal, fsync'd
+        finally:
+            holder.stdin.write("\n\n")
+            holder.stdin.flush()
+            holder.wait(timeout=HANG)
+        assert list(mem.recent("s", 1)["id"]) == returned  # written at the next turn

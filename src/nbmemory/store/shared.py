@@ -215,6 +215,8 @@ class SharedStore(Store):
         self._idle_writer: threading.Thread | None = None
         self._stop_idle = threading.Event()
         self._deferring = threading.local()
+        #: ``.on`` while a thread takes the file's turn only if it is free at once.
+        self._at_once = threading.local()
         self._deferred: list[Change] = []
         self._lease = _Lease(self)
         self._is_closed = False
@@ -249,9 +251,13 @@ class SharedStore(Store):
         self._lock = _LeaseLock(self._lease)
 
     # -- the lease -----------------------------------------------------------------------
+    def _wait_limit(self) -> float:
+        """How long this thread waits for the file: the lock timeout, or not at all."""
+        return 0.0 if getattr(self._at_once, "on", False) else self.lock_timeout
+
     def _take_sidecar(self) -> None:
         try:
-            self._sidecar.acquire(timeout=self.lock_timeout)
+            self._sidecar.acquire(timeout=self._wait_limit())
         except Timeout:
             raise StoreLocked(self.path, waited=self.lock_timeout) from None
         except OSError as exc:
@@ -266,7 +272,7 @@ class SharedStore(Store):
         self._take_sidecar()
         try:
             self.note_external_change()
-            deadline = time.monotonic() + self.lock_timeout
+            deadline = time.monotonic() + self._wait_limit()
             delay = 0.005
             while True:
                 try:
@@ -384,13 +390,26 @@ class SharedStore(Store):
                     row[name], found = redactor(value)
                     count += found
         assert self.journal is not None
-        if self.journal.append(row, count):  # due: this call takes a turn and writes them
-            try:
-                with self._lock:
-                    self._drain(force=True)
-            except Exception:  # stored already (the journal): raising would invite a retry
-                log.info("nbmemory: the journal waits for a later turn", exc_info=True)
+        if self.journal.append(row, count):  # due: written now if the turn is free
+            self._write_out_at_once()
         return row
+
+    def _write_out_at_once(self) -> None:
+        """Write the journals if the file's turn is free now; else leave them to a later
+        turn (the next call's, or the idle writer's).  The rows are stored already (the
+        journal): an ``add_event`` waited up to twice the lock timeout while another
+        process held a long turn (a purge, an import), for nothing it needed."""
+        self._at_once.on = True
+        try:
+            if self._lock.acquire(blocking=False):
+                try:
+                    self._drain(force=True)
+                finally:
+                    self._lock.release()
+        except Exception:  # busy, or failed: raising would invite a retry of a stored row
+            log.info("nbmemory: the journal waits for a later turn", exc_info=True)
+        finally:
+            self._at_once.on = False
 
     def _drain(self, *, force: bool = False) -> None:
         """Write the rows pending in every journal, in one transaction (under a lease).
