@@ -261,9 +261,11 @@ def _file_digest(path: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.crash  # also under the oldest DuckDB allowed: the view's SQL
-def test_a_private_reader_sees_what_a_killed_kernel_journalled(tmp_path):
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_reader_sees_what_a_killed_kernel_journalled(tmp_path, shared):
     # before: Memory(path, read_only=True), `nbmemory logs` and `state list` saw 0 of
-    # the 20 acknowledged events until someone opened the store writable
+    # the 20 acknowledged events until someone opened the store writable, and a
+    # shared read-only kernel until a shared writer took a turn
     import duckdb
 
     path = str(tmp_path / "read-killed.duckdb")
@@ -272,7 +274,7 @@ def test_a_private_reader_sees_what_a_killed_kernel_journalled(tmp_path):
     with duckdb.connect(path, read_only=True) as con:  # the rows are only in the journal
         assert con.execute("SELECT count(*) FROM events").fetchall() == [(0,)]
     digest = _file_digest(path)
-    with Memory(path, embedder="hash", read_only=True) as reader:
+    with Memory(path, embedder="hash", read_only=True, shared=shared) as reader:
         assert list(reader.events()["id"]) == returned
         assert reader.recent("s", 1)["content"].iloc[0] == "journalled 19"
         hits = reader.search("journalled 7", limit=1, mode="keyword")

@@ -162,11 +162,14 @@ class Store(PlainSQL, FileSwap):
             migrations.migrate(self, adopt=adopt)
 
     def _show_journals(self) -> None:
-        """A private reader shows the rows killed shared processes acknowledged and left
-        in their journals (:mod:`.journal_view`); a writer writes them in instead."""
-        if self.read_only and self.on_disk and self.holds_file and journal.SUPPORTED:
+        """A reader shows the rows shared processes acknowledged and left in their
+        journals (:mod:`.journal_view`); a writer writes them in instead."""
+        if self.read_only and self.on_disk and journal.SUPPORTED:
             assert self.con is not None
-            journal_view.show_journal_rows(self.con, self.path)
+            try:
+                journal_view.show_journal_rows(self.con, self.path)
+            except (duckdb.Error, OSError, ValueError):  # the file's rows are still read
+                log.warning("nbmemory: could not read the shared journals", exc_info=True)
 
     @contextlib.contextmanager
     def schema_changes(self) -> Iterator[None]:

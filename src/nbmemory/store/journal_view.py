@@ -1,22 +1,23 @@
-"""What a private reader sees of the rows shared processes acknowledged and never wrote.
+"""What a reader sees of the rows shared processes acknowledged and never wrote.
 
 A shared process's ``add_event`` returns once its row is in its journal
 (:mod:`.journal`); the row reaches the DuckDB file at the next turn of any shared
-writer, or at the next writable open when its process was killed first.  A private
-reader (``Memory(path, read_only=True)``, ``nbmemory logs``, ``state list``,
-``health``) cannot write those rows in, and it saw none of them: a shared writer
-killed after ten acknowledged ``add_event`` calls left a reader with 0 events until
-someone opened the store writable.
+writer, or at the next writable open when its process was killed first.  A reader
+(``Memory(path, read_only=True)``, shared or not, ``nbmemory logs``, ``state
+list``, ``health``) cannot write those rows in, and it saw none of them: a shared
+writer killed after ten acknowledged ``add_event`` calls left a reader with 0
+events until someone opened the store writable.
 
-So a private reader reads the journals in memory when it connects: the rows not in
-the file go into a temporary table, and a temporary view ``events`` (DuckDB binds an
-unqualified name, and ``main.events``, to the temporary one first) shows the file's
-rows and those together, so every read of the events (search and its indexes,
+So a reader reads the journals in memory when it connects (a shared one at each
+turn): the rows not in the file go into a temporary table, and a temporary view
+``events`` (DuckDB binds an unqualified name, and ``main.events``, to the temporary
+one first) shows the file's rows and those together, so every read of the events (search and its indexes,
 counts, sessions' turns, exports) sees what was acknowledged.  Nothing is written:
 the file, the journals and their locks are only read.  The rows have no vector until
 a writer stores them, so cosine search does not find them yet; keywords do.  While a
 private reader has the file open no shared process and no writer can have it
-(:mod:`.openers`), so the journals cannot change under it.
+(:mod:`.openers`), so the journals cannot change under it; a shared reader reads
+them again at its next turn.
 """
 
 from __future__ import annotations

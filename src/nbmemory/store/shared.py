@@ -277,6 +277,7 @@ class SharedStore(Store):
             while True:
                 try:
                     self.con = self._connect()
+                    self._show_journals()  # a reader: what no turn wrote in yet
                     return
                 except StoreLocked:  # a non-shared process holds the file: wait, then give up
                     if time.monotonic() + delay > deadline:
