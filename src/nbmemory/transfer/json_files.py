@@ -48,6 +48,9 @@ checked and merged.  Version 1 (events and sessions only) is still read.
 
 Every field of ``events`` and ``sessions`` is kept: timestamps to the microsecond
 (DuckDB's precision), floats exactly, vectors bit for bit (raw float32 bytes).
+Events are listed in the order they were stored (time, then insertion order) and
+imported in the file's order, so turns of one time (``add_events`` stamps a batch
+with one clock reading) keep their order.
 A long text stored as passages (see :mod:`nbmemory.retrieval.passages`) carries
 every passage's span and vector under ``passages``; ``embedding`` is then its first
 passage's (what a reader that ignores ``passages``, such as an nbmemory before
@@ -164,7 +167,9 @@ def export_json(
     if not target.parent.is_dir():
         raise InvalidInput(f"cannot write {target}: the folder {target.parent} does not exist")
     where = {"session_id": session_id} if session_id is not None else None
-    frame = core.store.events.frame(namespace=namespace, filters=where, with_embedding=True)
+    frame = core.store.events.frame(  # in insertion order: import keeps the turns' order
+        namespace=namespace, filters=where, order="created_at, seq", with_embedding=True
+    )
     session_rows = core.store.sessions.records(namespace, session_id)
     if session_id is not None and frame.empty and not session_rows:
         raise SessionNotFound(session_id, namespace, "has no events or state")
