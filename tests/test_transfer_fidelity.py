@@ -3,9 +3,12 @@ clean refusal that changes nothing."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from nbmemory import Memory
+import pytest
+
+from nbmemory import InvalidInput, Memory
 
 _IN_ORDER = "SELECT content FROM events WHERE namespace = ? ORDER BY created_at, seq"
 
@@ -35,3 +38,42 @@ def test_turns_written_at_one_time_keep_their_order(tmp_path: Path) -> None:
         assert [t for t in _turns(target) if t != "already here"] == before
         target.import_json(file, namespace="copy")  # derived ids: still in order
         assert _turns(target, "copy") == before
+
+
+def _export(tmp_path: Path) -> tuple[Memory, Path, dict]:
+    mem = Memory(tmp_path / "store.duckdb", embedder="hash")
+    mem.add_event("s", "user", "hello there")
+    mem.add_macro("git_status", "git_diff", confidence=0.5)
+    mem.flush()
+    file = tmp_path / "export.json"
+    mem.export_json(file)
+    return mem, file, json.loads(file.read_text(encoding="utf-8"))
+
+
+def _snapshot(mem: Memory) -> list:
+    return [
+        mem.store.run(f"SELECT * FROM {table} ORDER BY ALL")
+        for table in ("events", "event_vectors", "sessions", "facts", "macros", "audit_log")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["events"][0].update(importance=10**400), r"events\[0\] .*importance"),
+        (lambda d: d["macros"][0].update(confidence=10**400), r"macros\[0\]: confidence"),
+        (lambda d: d["macros"][0].update(used_count=10**400), r"macros\[0\]: used_count"),
+        (lambda d: d.update(version=True), "bad export version True"),
+        (lambda d: d["events"][0].update(id="x" * 5000), r"events\[0\] \('x{10,80}"),
+    ],
+)
+def test_a_hand_edited_file_is_one_clean_refusal(tmp_path: Path, edit, message: str) -> None:
+    mem, file, document = _export(tmp_path)
+    with mem:
+        edit(document)
+        file.write_text(json.dumps(document), encoding="utf-8")
+        before = _snapshot(mem)
+        with pytest.raises(InvalidInput, match=message) as refused:
+            mem.import_json(file, namespace="target")
+        assert "\n" not in str(refused.value) and len(str(refused.value)) < 400
+        assert _snapshot(mem) == before

@@ -277,7 +277,7 @@ def read_export(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise InvalidInput(f"{source} is not an nbmemory export (format {FORMAT!r} missing)")
     version = document.get("version")
-    if not isinstance(version, int) or version < 1:
+    if type(version) is not int or version < 1:  # (true is no version)
         raise InvalidInput(f"{source}: bad export version {version!r}")
     if version > VERSION:
         raise InvalidInput(
@@ -330,7 +330,7 @@ def _event_row(core: Core, item: Any, index: int, namespace: str | None) -> dict
         if item.get("passages") is not None:
             row["vector"], row["spans"] = _item_passages(item, row["vector"], row["content"])
     except InvalidInput as exc:
-        raise InvalidInput(f"events[{index}] ({item.get('id')!r}): {exc}") from None
+        raise InvalidInput(f"events[{index}] ({shown(item.get('id'))}): {exc}") from None
     return row
 
 
@@ -402,7 +402,7 @@ def _check_dimensions(core: Core, rows: list[dict[str, Any]]) -> None:
     for index, row in mine:
         if row["vector"][1].shape[-1] != expected:
             raise InvalidInput(
-                f"events[{index}] ({row['id']!r}): embedding has {row['vector'][1].shape[-1]} values "
+                f"events[{index}] ({shown(row['id'])}): embedding has {row['vector'][1].shape[-1]} values "
                 f"but {core.model} makes {expected}; export it again from a store of that model"
             )
 
