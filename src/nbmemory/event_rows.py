@@ -40,6 +40,7 @@ from .validation import (
     is_missing,
     load_json,
     parse_metadata,
+    shown,
     to_utc,
     utcnow,
 )
@@ -262,7 +263,12 @@ def importance_for(
             "for the role's default"
         )
     if importance is not None:
-        return check_unit_interval(importance, "importance")
+        try:
+            return check_unit_interval(importance, "importance")
+        except OverflowError:  # an int past float's range (JSON has no limit)
+            raise InvalidInput(
+                f"importance must be a number between 0 and 1, got {shown(importance)}"
+            ) from None
     default = float(settings.importance_by_role.get(role, 0.5))
     if content is None or not settings.estimate_importance:
         return default

@@ -81,7 +81,8 @@ class EventsTable(TableObject):
         source = "events"
         if with_embedding:  # each event with the vector of its embedding_model, if any
             source = (  # (a long text's first passage; its passages: ``store.vectors.passages``)
-                f"(SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, v.embedding FROM events e"
+                f"(SELECT {', '.join('e.' + c for c in READ_COLUMNS)}, e.seq, v.embedding"
+                " FROM events e"
                 " LEFT JOIN event_vectors v ON v.id = e.id AND v.model = e.embedding_model"
                 " AND coalesce(v.passage, 0) = 0)"
             )

@@ -48,6 +48,9 @@ checked and merged.  Version 1 (events and sessions only) is still read.
 
 Every field of ``events`` and ``sessions`` is kept: timestamps to the microsecond
 (DuckDB's precision), floats exactly, vectors bit for bit (raw float32 bytes).
+Events are listed in the order they were stored (time, then insertion order) and
+imported in the file's order, so turns of one time (``add_events`` stamps a batch
+with one clock reading) keep their order.
 A long text stored as passages (see :mod:`nbmemory.retrieval.passages`) carries
 every passage's span and vector under ``passages``; ``embedding`` is then its first
 passage's (what a reader that ignores ``passages``, such as an nbmemory before
@@ -164,7 +167,9 @@ def export_json(
     if not target.parent.is_dir():
         raise InvalidInput(f"cannot write {target}: the folder {target.parent} does not exist")
     where = {"session_id": session_id} if session_id is not None else None
-    frame = core.store.events.frame(namespace=namespace, filters=where, with_embedding=True)
+    frame = core.store.events.frame(  # in insertion order: import keeps the turns' order
+        namespace=namespace, filters=where, order="created_at, seq", with_embedding=True
+    )
     session_rows = core.store.sessions.records(namespace, session_id)
     if session_id is not None and frame.empty and not session_rows:
         raise SessionNotFound(session_id, namespace, "has no events or state")
@@ -272,7 +277,7 @@ def read_export(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise InvalidInput(f"{source} is not an nbmemory export (format {FORMAT!r} missing)")
     version = document.get("version")
-    if not isinstance(version, int) or version < 1:
+    if type(version) is not int or version < 1:  # (true is no version)
         raise InvalidInput(f"{source}: bad export version {version!r}")
     if version > VERSION:
         raise InvalidInput(
@@ -325,7 +330,7 @@ def _event_row(core: Core, item: Any, index: int, namespace: str | None) -> dict
         if item.get("passages") is not None:
             row["vector"], row["spans"] = _item_passages(item, row["vector"], row["content"])
     except InvalidInput as exc:
-        raise InvalidInput(f"events[{index}] ({item.get('id')!r}): {exc}") from None
+        raise InvalidInput(f"events[{index}] ({shown(item.get('id'))}): {exc}") from None
     return row
 
 
@@ -397,7 +402,7 @@ def _check_dimensions(core: Core, rows: list[dict[str, Any]]) -> None:
     for index, row in mine:
         if row["vector"][1].shape[-1] != expected:
             raise InvalidInput(
-                f"events[{index}] ({row['id']!r}): embedding has {row['vector'][1].shape[-1]} values "
+                f"events[{index}] ({shown(row['id'])}): embedding has {row['vector'][1].shape[-1]} values "
                 f"but {core.model} makes {expected}; export it again from a store of that model"
             )
 

@@ -94,6 +94,14 @@ def _int(item: dict[str, Any], name: str) -> int:
     return value
 
 
+def _unit(item: dict[str, Any], name: str) -> float:
+    value = item.get(name)
+    try:
+        return check_unit_interval(value, name)
+    except OverflowError:  # an int past float's range (JSON has no limit)
+        raise InvalidInput(f"{name} must be a number between 0 and 1, got {shown(value)}") from None
+
+
 def _flag(item: dict[str, Any], name: str) -> bool:
     value = item.get(name)
     if not isinstance(value, bool):
@@ -130,7 +138,7 @@ def _macro(item: dict[str, Any], core: Core) -> dict[str, Any]:
         else check_name(pattern, "trigger_args_pattern"),
         "next_tool": check_name(item.get("next_tool"), "next_tool"),
         "next_args": _text(item, "next_args", core.settings.max_content_bytes),
-        "confidence": check_unit_interval(item.get("confidence"), "confidence"),
+        "confidence": _unit(item, "confidence"),
         "used_count": _int(item, "used_count"),
         "created_at": _time(item, "created_at"),
         "updated_at": _time(item, "updated_at"),
