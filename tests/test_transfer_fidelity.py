@@ -77,3 +77,12 @@ def test_a_hand_edited_file_is_one_clean_refusal(tmp_path: Path, edit, message: 
             mem.import_json(file, namespace="target")
         assert "\n" not in str(refused.value) and len(str(refused.value)) < 400
         assert _snapshot(mem) == before
+
+
+def test_events_lists_turns_written_at_one_time_in_the_order_written():
+    # add_events stamps a batch with one clock reading; events() listed it by the ids,
+    # random within a millisecond
+    with Memory(":memory:", embedder="hash") as mem:
+        texts = [f"turn {i}" for i in range(40)]
+        mem.add_events([{"session_id": "s", "role": "user", "content": t} for t in texts])
+        assert list(mem.events()["content"]) == texts

@@ -40,7 +40,6 @@ from .validation import (
     is_missing,
     load_json,
     parse_metadata,
-    shown,
     to_utc,
     utcnow,
 )
@@ -263,12 +262,7 @@ def importance_for(
             "for the role's default"
         )
     if importance is not None:
-        try:
-            return check_unit_interval(importance, "importance")
-        except OverflowError:  # an int past float's range (JSON has no limit)
-            raise InvalidInput(
-                f"importance must be a number between 0 and 1, got {shown(importance)}"
-            ) from None
+        return check_unit_interval(importance, "importance")
     default = float(settings.importance_by_role.get(role, 0.5))
     if content is None or not settings.estimate_importance:
         return default

@@ -36,7 +36,10 @@ def check_unit_interval(value: Any, name: str, *, low: float = 0.0) -> float:
     """``value`` as a float in ``[low, 1]``; NaN, inf, strings and bools are refused."""
     if not is_number(value):
         raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {shown(value)}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int past float's range (10**400): JSON has no limit
+        number = math.nan
     if math.isnan(number) or not low <= number <= 1.0:
         raise InvalidInput(f"{name} must be a number between {low:g} and 1, got {shown(value)}")
     return number

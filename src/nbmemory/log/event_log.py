@@ -139,14 +139,17 @@ class EventLog:
         limit: int | None = None,
         filters: dict[str, Any] | None = None,
     ) -> pd.DataFrame:
-        """Stored events as a DataFrame (oldest first), filtered like ``search``."""
+        """Stored events as a DataFrame, oldest first and, within one time, in the order
+        they were written (``add_events`` stamps a batch with one clock reading), filtered
+        like ``search``."""
         flt = scope_filters(filters, session_id=session_id, role=role, kind=kind)
         start, end = date_range(since, until)
         if limit is not None:
             limit = check_limit(limit, "limit")
         frame = self.core.store.events.frame(
-            namespace=self.core.ns(namespace), filters=flt, since=start, until=end, limit=limit
-        )
+            namespace=self.core.ns(namespace), filters=flt, since=start, until=end, limit=limit,
+            order="created_at, seq",
+        )  # fmt: skip
         return frame.reset_index(drop=True)
 
     def recent(
