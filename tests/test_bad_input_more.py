@@ -416,3 +416,17 @@ def test_status_says_how_many_memories_another_model_embedded(tmp_path):
         second.embeddings.reembed()
         second.flush()
         assert second.status()["other_model"] == 0
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda mem: mem.macros.add("run_tests", "read_file", confidence=10**400),
+        lambda mem: mem.add_event("s", "user", "hi", importance=10**400),
+    ],
+)
+def test_a_number_past_floats_range_is_out_of_range_not_a_raw_overflow(call):
+    with Memory(":memory:", embedder="hash") as mem:
+        with pytest.raises(InvalidInput, match="between 0 and 1"):
+            call(mem)
+        assert mem.events().empty
