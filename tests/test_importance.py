@@ -259,12 +259,12 @@ def test_agent_chit_chat_is_stored_at_the_role_default(mem: Memory) -> None:
 def test_a_sentence_without_a_settled_cue_holds_no_settled_signal() -> None:
     """The cue list lets ``estimate_importance`` skip the settled kinds (and a text
     with neither a cue nor a speaker word): it must hold a word of every match."""
-    from nbmemory.importance import _SENTENCES, _SETTLED, IMPERSONAL, SIGNALS
+    from nbmemory.importance import _SETTLED, IMPERSONAL, SENTENCES, SIGNALS
 
     sentences = [
         part.strip().lower()
         for text in AGENT_FACTS + AGENT_CHITCHAT + DISCLOSURES + CHITCHAT + [ALLERGY]
-        for part in _SENTENCES.split(text.replace("\u2019", "'"))
+        for part in SENTENCES.split(text.replace("\u2019", "'"))
         if part.strip()
     ]
     matched = 0

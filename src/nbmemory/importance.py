@@ -352,7 +352,8 @@ _LEAD = re.compile(
     r"wow|yeah|yes|no|haha|lol|btw|also|hmm|sure|great|cool|nice|thanks)\b[\s,!.]*)*"
     r"(?:[A-Z][a-z]+,\s+)?"
 )
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
+#: Where a text splits into sentences (the correction step of search reads them too).
+SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
 
 
 def estimate_importance(text: str, role: str) -> float:
@@ -372,7 +373,7 @@ def estimate_importance(text: str, role: str) -> float:
         # every signal needs a cue word, and a sentence is a piece of the text cut at
         # non-word characters: no cue in the whole text, none in any sentence
         return 0.0
-    sentences = [part for s in _SENTENCES.split(text) if (part := s.strip())]
+    sentences = [part for s in SENTENCES.split(text) if (part := s.strip())]
     asks = any(sentence.endswith("?") for sentence in sentences)
     return max((_sentence_score(sentence, asks) for sentence in sentences), default=0.0)
 

@@ -205,7 +205,7 @@ def _estimate_sentence_by_sentence(text: str, role: str) -> float:
     if role in importance.UNSCORED_ROLES or not text:
         return 0.0
     text = text[: importance.MAX_CHARS].replace("\u2019", "'")
-    sentences = importance._SENTENCES.split(text)
+    sentences = importance.SENTENCES.split(text)
     return max((importance._sentence_score(s.strip()) for s in sentences if s), default=0.0)
 
 

@@ -27,17 +27,16 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from ..importance import SENTENCES as _SENTENCES
 from ..importance import SIGNALS
 from .hybrid import HybridHit
+from .keywords.features import SPEAKER_RE as _SPEAKER
 from .keywords.tokens import tokenize, word_terms
 
 T = TypeVar("T")
 
 #: The "correction" kind of the importance estimate: one definition of a change.
 CHANGE = next(pattern for kind, _, pattern in SIGNALS if kind == "correction")
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
-#: "Name: " opening a transcript's line: a speaker, not what the line is about.
-_SPEAKER = re.compile(r"^\s*[A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,2}:\s+")
 #: Words of a question that say how it asks, not what about (stemmed like the index).
 _ASKING_WORDS = (
     "what which who whom whose when where why how do does did doing done have has had "

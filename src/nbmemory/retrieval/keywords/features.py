@@ -22,13 +22,13 @@ from ..dates import periods_of
 from .tokens import WORD_RE
 
 #: "Name: text" or "First Last: text" at the start of a turn: a transcript's speaker.
-_SPEAKER_RE = re.compile(r"^\s*([A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,2}):\s")
+SPEAKER_RE = re.compile(r"^\s*([A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,2}):\s")
 
 
 def speaker_of(content: str | None) -> str | None:
     """The speaker a turn is written by when it reads "Name: text" (lower-cased),
     as transcripts and LoCoMo's turns do; None otherwise."""
-    match = _SPEAKER_RE.match(content or "")
+    match = SPEAKER_RE.match(content or "")
     return match.group(1).lower() if match else None
 
 
