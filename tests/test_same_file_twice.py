@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import threading
 
 import pytest
 
@@ -113,3 +114,50 @@ def test_a_session_the_other_object_started_is_touched_by_this_ones_writes(pair)
     first.add_event(sid, "user", "hello from the first object")
 
     assert second.get_session(sid).last_activity == later
+
+
+def test_two_objects_writing_one_events_vectors_at_once_do_not_conflict(pair):
+    """Both objects' workers embed the events the second found pending at open, so
+    both write the same events' vectors.  Stores of one file share DuckDB's
+    database: with a rows lock each, the second write marked rows the first had
+    marked and not committed, and DuckDB failed it ("Conflict on update", its retry
+    too) while the first was still open.  Now it waits for the first and finds
+    nothing left to mark: no error, one set of vectors."""
+    first, second = pair
+    event = first.add_event("s", "user", "the staging database moved to eu-west-2")
+    first.flush()
+    with first.core.writer.transaction() as tx:
+        tx.vectors.forget([event.id])  # the event waits for a vector again
+    text = event.content
+    vector = first.embedder.embed([text])
+
+    def write(memory):
+        return memory.core.writer.write_beside(
+            lambda tx: tx.vectors.write_vectors([event.id], vector, memory.embedder.name, [text])
+        )
+
+    outcome: dict[str, object] = {}
+
+    def second_writes() -> None:
+        try:
+            outcome["written"] = write(second)
+        except Exception as exc:  # the failure this test is about
+            outcome["error"] = exc
+
+    other = threading.Thread(target=second_writes)
+
+    def first_writes(tx):
+        written = tx.vectors.write_vectors([event.id], vector, first.embedder.name, [text])
+        other.start()
+        # while this transaction is open the second write must wait, not fail
+        other.join(timeout=2)
+        outcome["finished while the first was open"] = not other.is_alive()
+        return written
+
+    assert first.core.writer.write_beside(first_writes) == [event.id]
+    other.join()
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome == {"finished while the first was open": False, "written": []}
+    rows = first.store.run("SELECT count(*) FROM event_vectors WHERE id = ?", [event.id])
+    assert rows[0][0] == 1
+    assert event.content in contents(second.search("staging database region", mode="vector"))

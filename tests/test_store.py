@@ -372,3 +372,22 @@ def test_no_progress_bar_is_drawn_on_stdout(tmp_path):
         timeout=120,
     ).stdout
     assert out.strip() == "False"
+
+
+def test_an_error_inside_a_registered_view_is_the_one_raised(tmp_path):
+    """A statement that aborts the transaction inside ``registered``: unregistering
+    the view then fails too ("Current transaction is aborted"), and that second
+    error hid the first (the worker logged it instead of DuckDB's conflict)."""
+    import pyarrow as pa
+
+    store = Store(str(tmp_path / "m.duckdb"))
+    try:
+        data = pa.table({"x": ["not a number"]})
+        with (
+            pytest.raises(duckdb.ConversionException),
+            store.transaction(),
+            store.registered("_probe", data) as view,
+        ):
+            store.run(f"SELECT CAST(x AS INTEGER) FROM {view}")
+    finally:
+        store.close()

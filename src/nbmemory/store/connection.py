@@ -89,8 +89,9 @@ class Store(PlainSQL, FileSwap):
         #: Held by every statement and transaction (a read-modify-write holds it throughout).
         self._lock: Any = threading.RLock()
         #: Held, before ``_lock``, by every write transaction but an append's, and by the
-        #: transaction :meth:`beside` runs (its statements do not take ``_lock``).
-        self._rows_lock = threading.RLock()
+        #: transaction :meth:`beside` runs (its statements do not take ``_lock``).  One
+        #: for all the stores of this process on the file (:func:`.peers.rows_lock`).
+        self._rows_lock = peers.rows_lock(self.path if self.backend == "file" else ":memory:")
         #: The cursor :meth:`beside` writes on, the thread in it and its change record.
         self._side = Side()
         #: ``.on`` while the current thread opens transactions that only append.
@@ -396,8 +397,13 @@ class Store(PlainSQL, FileSwap):
             cursor.register(name, data)
             try:
                 yield name
-            finally:
-                cursor.unregister(name)
+            except BaseException:
+                # in a transaction DuckDB aborted, unregistering fails too: the error
+                # that aborted it is the one to raise
+                with contextlib.suppress(duckdb.Error):
+                    cursor.unregister(name)
+                raise
+            cursor.unregister(name)
 
     # -- transactions and announcements -------------------------------------------------
     @property

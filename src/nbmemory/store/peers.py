@@ -37,6 +37,8 @@ _lock = threading.Lock()
 _open: dict[str, weakref.WeakSet[Peer]] = {}
 #: The file's real path -> held while a store of this process opens it.
 _opening: dict[str, threading.RLock] = {}
+#: The file's real path -> the rows lock every store of this process on it shares.
+_rows: dict[str, threading.RLock] = {}
 
 
 @contextlib.contextmanager
@@ -60,6 +62,26 @@ def opening_lock(path: str) -> threading.RLock:
     key = os.path.realpath(path)
     with _lock:
         return _opening.setdefault(key, threading.RLock())
+
+
+def rows_lock(path: str) -> threading.RLock:
+    """The rows lock of the stores of this process on the file at ``path`` (a new one
+    for a store in memory).  A store's write transactions that may change existing
+    rows, and the embedding worker's vector writes beside them, hold it
+    (:meth:`.connection.Store.beside`).  Stores of one file share DuckDB's database,
+    so a lock of each store's own kept nothing apart: two ``Memory`` objects on one
+    file both embedded the events the second found pending at open, and their two
+    workers marked the same rows at once; DuckDB failed one with "Conflict on
+    update" (its write beside and its retry alike), and the worker logged the error.
+    Shared, the second write waits for the first and finds nothing left to mark."""
+    try:
+        key = None if path == ":memory:" else os.path.realpath(path)
+    except (ValueError, OSError):  # not a path (a NUL byte): opening it fails, and says why
+        key = None
+    if key is None:
+        return threading.RLock()
+    with _lock:
+        return _rows.setdefault(key, threading.RLock())
 
 
 def join(store: Peer, path: str) -> str | None:
