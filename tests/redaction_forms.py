@@ -309,4 +309,5 @@ LOOK_ALIKES = [
     "secret scanning flagged commit (9fceb02d0ae598e95dc970b74767f19372d61af8)",
     "save the file somewhere safe: /tmp/out.txt",
     "copy the API key: see the dashboard",
+    "log in with https://example.com/login",
 ]

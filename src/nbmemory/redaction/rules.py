@@ -246,8 +246,8 @@ def _pair_span(match: re.Match[str]) -> Span | None:
     value = match.string[start:end]
     if value.lower() in _FIELD_NAMES:
         return None
-    if match.group("colon") and _PORT.fullmatch(value):
-        return None  # "ssh as root:22": a port
+    if match.group("colon") and (_PORT.fullmatch(value) or value.startswith("//")):
+        return None  # "ssh as root:22": a port; "log in with https://…": a URL
     if _HOME_PATH.search(match.group(0)):
         return None  # "credentials: ~/.aws/credentials": a path, not user / password
     name = match.group("name")
