@@ -129,3 +129,81 @@ def test_only_the_secret_of_a_form_is_replaced(text: str, expected: str) -> None
 )
 def test_the_new_kinds_are_reported(text: str, kind: str) -> None:
     assert redact(text).kinds == (kind,)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("use Winter2024! to log in", "use [REDACTED] to log in"),
+        ("log in with Winter2024!", "log in with [REDACTED]"),
+        ("Log in using P@ssw0rd2024.", "Log in using [REDACTED]."),
+        ("you can log in as admin with pass123!", "you can log in as admin with [REDACTED]"),
+        (
+            "log in with Winter2024! and then open Settings",
+            "log in with [REDACTED] and then open Settings",
+        ),
+        ("sign in with bob / Pa55word!", "sign in with bob / [REDACTED]"),
+        ("use admin:Winter2024! to log in", "use admin:[REDACTED] to log in"),
+        ("to log in, use Welcome1!", "to log in, use [REDACTED]"),
+        ("creds are admin:Winter2024!", "creds are admin:[REDACTED]"),
+        (
+            "the login is bob and the pass Tr0ub4dor&3",
+            "the login is bob and the pass [REDACTED]",
+        ),
+    ],
+)
+def test_a_password_given_with_logging_in_goes_and_the_user_stays(text: str, expected: str) -> None:
+    """Only the password of a login phrase is replaced: the user name, the verb and
+    the sentence's punctuation stay."""
+    result = redact(text)
+    assert result.text == expected and result.kinds == ("secret_prose",)
+
+
+@pytest.mark.parametrize(
+    "value, password",
+    [
+        ("hunter2", True),
+        ("Winter2024!", True),
+        ("Tr0ub4dor&3", True),
+        ("Pa55word", True),
+        ("OAuth2", False),
+        ("Office365", False),
+        ("Web3Auth", False),
+        ("FIDO2", False),
+        ("Ed25519", False),
+        ("user1234", False),
+        ("Google!", False),
+        ("key.pem", False),
+        ("id_rsa", False),
+        ("swordfish", False),
+    ],
+)
+def test_what_one_logs_in_with_is_a_password_only_when_shaped_like_one(
+    value: str, password: bool
+) -> None:
+    from nbmemory.redaction.logins import looks_like_password
+
+    assert looks_like_password(value) is password
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "log in ",
+        "log in to the a b c d ",
+        "log in with a / ",
+        "use a:b ",
+        "to log in, use ",
+        "credentials: a:",
+        "user x and the pass ",
+    ],
+)
+def test_a_login_phrase_repeated_over_4000_characters_is_redacted_quickly(unit: str) -> None:
+    """The login rules stay linear: a line made of the start of their forms, repeated
+    (each position an almost-match), takes milliseconds, not seconds."""
+    import time
+
+    text = (unit * (4000 // len(unit) + 1))[:4000]
+    start = time.perf_counter()
+    redact(text)
+    assert time.perf_counter() - start < 0.5

@@ -16,6 +16,9 @@ rules are in :mod:`.rules`, each a :class:`~.rule.Rule`; docs/python-api.md list
   with or without their END line;
 * prose ("the DB password is Tr0ub4dor&3", "pw: hunter2", "the wifi passcode is
   88412299"), with a rule for what counts as the secret (:mod:`.prose`);
+* a password given with logging in, without its name ("log in with Winter2024!",
+  "use hunter2 to sign in", "creds are admin:…"), when it is shaped like one
+  ("log in with SSO", "sign in using OAuth2" stay: :mod:`.logins`);
 * passwords on command lines (``curl -u user:pass``, ``mysql -pPASS``,
   ``sshpass -p``, ``--password=…``), only for the commands whose flag is one
   (:mod:`.commands`);

@@ -19,6 +19,7 @@ from .chat import CHAT_RULES
 from .commands import CLI_RULES
 from .formats import FORMAT_RULES
 from .keys import SECRET_KEY
+from .logins import LOGIN_RULES
 from .phrases import CARD_CODE as _CARD_CODE
 from .phrases import PHRASE_RULES
 from .rule import REDACTED, Rule, Span, secret_span
@@ -524,6 +525,7 @@ RULES: tuple[Rule, ...] = (
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),
     Rule("secret_prose", _PROSE_OTHER, _PROSE_OTHER_NEEDLE, _prose_other_span),
     Rule("secret_prose", _PAIR, _PAIR_NEEDLE, _pair_span),
+    *LOGIN_RULES,
     *CLI_RULES,
     *PHRASE_RULES,
     *CHAT_RULES,
