@@ -7,7 +7,8 @@ format of the oldest allowed release (``files.STORAGE_VERSION``).
 
 These tests run a second DuckDB release in child processes: ``NBMEMORY_DUCKDB_FLOOR``
 names a folder holding it (``pip install --target DIR duckdb==1.5.5``; ``.ci/run``
-makes one).  Without it they are skipped.
+makes one, and runs them under every release the range allows).  Without it they
+are skipped.
 """
 
 from __future__ import annotations
