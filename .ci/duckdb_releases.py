@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
@@ -20,12 +19,14 @@ from packaging.version import Version
 
 
 def allowed() -> Requirement:
-    project = tomllib.loads(Path(__file__).parent.parent.joinpath("pyproject.toml").read_text())
-    for line in project["project"]["dependencies"]:
-        requirement = Requirement(line)
-        if requirement.name == "duckdb":
-            return requirement
-    raise SystemExit("pyproject.toml has no duckdb dependency")
+    """The duckdb requirement of the project's dependencies (the first quoted one in
+    pyproject.toml; read as text: tomllib is not in Python 3.10, which the project
+    supports)."""
+    text = Path(__file__).parent.parent.joinpath("pyproject.toml").read_text()
+    found = re.search(r'^\s*"(duckdb\s*[<>=!~][^"]*)"', text, re.MULTILINE)
+    if found is None:
+        raise SystemExit("pyproject.toml has no duckdb dependency")
+    return Requirement(found.group(1))
 
 
 def released() -> list[Version]:
