@@ -222,6 +222,10 @@ SECRETS = [
     ("credentials: bob / S3cr3t!x", "S3cr3t!x"),  # (caught before too, by the pair rule)
     ("the login is bob and the pass Tr0ub4dor&3", "Tr0ub4dor&3"),
     ("the login is bob and the pass is swordfish", "swordfish"),
+    # user and password named together, then both given (2026-12-07: "are" was taken
+    # for the password, and the password was left)
+    ("user and pass are bob / Winter2024!", "Winter2024!"),
+    ("username & password: deploy / Xk9#mm2q", "Xk9#mm2q"),
 ]
 
 #: Written beside those forms, and not secrets.
@@ -382,4 +386,8 @@ LOOK_ALIKES = [
     "user data and pass through",
     "credentials: ~/.aws/credentials",
     "login: git@github.com:org/repo",
+    "user and pass are required",
+    "both user and password are required",
+    "username and password are required fields",
+    "user or password is wrong",
 ]

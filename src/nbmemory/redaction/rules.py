@@ -214,14 +214,18 @@ def _use_as_span(match: re.Match[str]) -> Span | None:
 
 # -- a user name and its password side by side -----------------------------------------------
 #: "user: bob pass: hunter22", "username admin password admin123", "login: bob /
-#: hunter22", "creds: admin / P@ssw0rd1": what follows the user's name is the password
+#: hunter22", "creds: admin / P@ssw0rd1", "user and pass are bob / …": what follows the user's name is the password
 #: (after a bare slash, only a value that looks like a credential: "login: john / see
 #: above" stays).
 _PAIR = (
     r"(?i)(?<![\w-])(?:"
-    r"(?:user(?:[ _-]?name)?|login|usr)(?:[ \t]*[:=]|[ \t]+is)?[ \t]*[^\s/,;:=]+[ \t]*[,;/|]?[ \t]*"
+    # (the user's name is not "and": "user and pass are required" names two fields)
+    r"(?:user(?:[ _-]?name)?|login|usr)(?:[ \t]*[:=]|[ \t]+is)?[ \t]*"
+    r"(?!(?:and|or|&|\+)[ \t])[^\s/,;:=]+[ \t]*[,;/|]?[ \t]*"
     r"(?P<name>pass(?:word|wd)?|pwd?)(?![\w-])(?P<verb>[ \t]*[:=]|[ \t]+is)?[ \t]*"
-    r"|(?:creds|credentials|login)(?::| is| are)[ \t]*[^\s/]+[ \t]*/[ \t]*"
+    # "creds: bob / …", "user and pass are bob / …": after the slash
+    r"|(?:creds|credentials|login|(?:user(?:[ _-]?name)?|login)[ \t]+(?:and|&)[ \t]+"
+    r"pass(?:word|wd)?)(?::| is| are)[ \t]*[^\s/]+[ \t]*/[ \t]*"
     # "log in with admin:S3cret!pw", "ssh as deploy:Xk9#mm2q": user:password
     r"|(?:log(?:ged)?[ -]?in|sign(?:ed)?[ -]?in|ssh)[ \t]+(?:with|as|using)"
     r"[ \t]+[^\s:/@]+(?P<colon>:)"
