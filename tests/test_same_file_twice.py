@@ -14,6 +14,7 @@ import gc
 import threading
 
 import pytest
+from fakes import GatedEmbedder
 
 from nbmemory import Memory
 from nbmemory.store import peers
@@ -161,3 +162,80 @@ def test_two_objects_writing_one_events_vectors_at_once_do_not_conflict(pair):
     rows = first.store.run("SELECT count(*) FROM event_vectors WHERE id = ?", [event.id])
     assert rows[0][0] == 1
     assert event.content in contents(second.search("staging database region", mode="vector"))
+
+
+class _Gated(GatedEmbedder):
+    """Blocks in ``embed`` until the gate opens; counts the texts (one model name for
+    both objects: a worker of another model would have to embed them anyway)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+        self.gate.set()
+
+    def embed(self, texts):
+        self.texts.extend(texts)
+        return super().embed(texts)
+
+
+def _open(path, embedder):
+    return Memory(path, embedder=embedder, background_consolidation=False, config=False)
+
+
+def test_a_second_object_does_not_embed_what_the_first_objects_worker_holds(tmp_path):
+    """A cell that opens the store run again while the first object embeds a large
+    ingest: the second object found every text still waiting at open and embedded all
+    of them again (its writes then found the rows marked).  Now it leaves the first
+    worker's texts to it."""
+    path = str(tmp_path / "twice.duckdb")
+    slow, other = _Gated(), _Gated()
+    slow.gate.clear()
+    first = _open(path, slow)
+    try:
+        first.add_event("s", "user", "the first text, taken alone")
+        assert slow.entered.wait(30)  # the worker is in embed, blocked
+        first.add_events(
+            [{"session_id": "s", "role": "user", "content": f"note number {i}"} for i in range(40)]
+        )
+        second = _open(path, other)
+        try:
+            assert second.flush(timeout=30)
+            assert other.texts == []  # before: all 41 texts, embedded a second time
+            slow.gate.set()
+            assert first.flush(timeout=30)
+            assert len(slow.texts) == 41
+            assert first.store.vectors.pending() == []
+        finally:
+            second.close()
+    finally:
+        slow.gate.set()
+        first.close()
+
+
+def test_what_a_closing_object_leaves_unembedded_goes_to_the_other_objects_worker(tmp_path):
+    """Closing the first object leaves its queue pending in the store; with a second
+    object of the file open, that one's worker embeds it, instead of nobody until the
+    next open."""
+    path = str(tmp_path / "twice.duckdb")
+    slow, other = _Gated(), _Gated()
+    slow.gate.clear()
+    first = _open(path, slow)
+    first.add_event("s", "user", "the first text, taken alone")
+    assert slow.entered.wait(30)
+    first.add_events(
+        [{"session_id": "s", "role": "user", "content": f"note number {i}"} for i in range(40)]
+    )
+    second = _open(path, other)
+    try:
+        closing = threading.Thread(target=first.close)
+        closing.start()
+        assert first.core.worker._stopped.wait(30)  # told to stop, still in embed
+        slow.gate.set()
+        closing.join(30)
+        assert not closing.is_alive()
+        assert second.flush(timeout=30)
+        assert sorted(other.texts) == sorted(f"note number {i}" for i in range(40))
+        assert second.store.vectors.pending() == []
+    finally:
+        slow.gate.set()
+        second.close()

@@ -9,17 +9,27 @@ the core keeps itself current (``configure`` replaces ``core.settings``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Callable
+import os
+import threading
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .config import Settings
+from .errors import EmbedderError
 from .retrieval import Embedder, EmbeddingWorker, Indexes, Retriever, WorkingMemory
 from .retrieval.index_cache import IndexCache
 from .retrieval.passages import make_splitter
 from .retrieval.rerank import Reranker
 from .store import Store, Writer
 from .validation import check_name, utcnow
+
+#: The cores of this process whose embedding worker runs, by their file's real path:
+#: :meth:`Core.submit_pending` and :meth:`Core.stop_worker` (taken under the lock).
+_WORKING: dict[str, weakref.WeakSet[Core]] = {}
+_working_lock = threading.Lock()
 
 
 class Core:
@@ -121,3 +131,72 @@ class Core:
         """
         if self.worker is not None and not self.worker.stopped and items:
             self.worker.submit(items)
+
+    # -- two objects of one file in this process: one embedding of each text ------------
+    def _file_key(self) -> str | None:
+        store = self.store
+        if store.backend != "file" or store.path == ":memory:":
+            return None
+        try:
+            return os.path.realpath(store.path)
+        except (ValueError, OSError):
+            return None
+
+    def _same_model_peers(self, key: str) -> list[Core]:
+        """The other cores of this process on the file of ``key`` whose worker runs and
+        embeds with this core's model (the caller holds the lock)."""
+        return [
+            peer
+            for peer in _WORKING.get(key, ())
+            if peer is not self
+            and peer.worker is not None
+            and not peer.worker.stopped
+            and peer.embedder.name == self.embedder.name
+        ]
+
+    def submit_pending(self, items: Sequence[tuple[str, str]]) -> None:
+        """Hand the worker the texts the store found waiting for a vector at open, but
+        those a worker of another ``Memory`` of this process on the same file will
+        embed with the same model: a cell that opens the store run again while the
+        first object embeds a large ingest embedded all of it a second time, for
+        nothing (the second write finds the rows marked)."""
+        worker = self.worker
+        if worker is None:
+            return
+        key = self._file_key()
+        if key is None:
+            worker.submit(items)
+            return
+        with _working_lock:
+            taken: set[str] = set()
+            for peer in self._same_model_peers(key):
+                assert peer.worker is not None
+                taken |= peer.worker.holding()
+            _WORKING.setdefault(key, weakref.WeakSet()).add(self)
+            worker.submit([item for item in items if item[0] not in taken])
+
+    def stop_worker(self) -> None:
+        """Stop the worker (finishing the batch in hand); what it leaves goes to a
+        worker of another ``Memory`` of this process on the same file with the same
+        model, if one runs (else it stays pending in the store, for the next open)."""
+        worker = self.worker
+        if worker is None:
+            return
+        worker.stop()
+        key = self._file_key()
+        if key is None:
+            return
+        with _working_lock:
+            group = _WORKING.get(key)
+            if group is None:
+                return
+            group.discard(self)
+            heirs = self._same_model_peers(key)
+            left = worker.leftovers()
+            if heirs and left:
+                heir = heirs[0].worker
+                assert heir is not None
+                with contextlib.suppress(EmbedderError):  # it stopped meanwhile: pending
+                    heir.submit(left)
+            if not group:
+                del _WORKING[key]

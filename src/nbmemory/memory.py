@@ -231,7 +231,7 @@ class Memory(AstreusNames, OlderNames):
             self.embeddings = EmbeddingsGroup(gate, self._embeddings)
             self.transfer = TransferGroup(gate, Transfer(core), SqliteImport(core))
             if core.worker is not None:
-                core.worker.submit(store.vectors.pending())  # left without a vector by a crash
+                core.submit_pending(store.vectors.pending())  # left without a vector by a crash
                 self._embeddings.requeue_for_passages()  # long texts of an older store
                 if settings.background_consolidation:  # first run after one interval
                     self._consolidation.start()
@@ -268,8 +268,8 @@ class Memory(AstreusNames, OlderNames):
         """Stop what an open that failed half-way started, and close its file."""
         core = getattr(self, "_core", None)
         with contextlib.suppress(Exception):
-            if core is not None and core.worker is not None:
-                core.worker.stop()
+            if core is not None:
+                core.stop_worker()
             consolidation = getattr(self, "_consolidation", None)
             if consolidation is not None:
                 consolidation.stop()
@@ -447,8 +447,7 @@ class Memory(AstreusNames, OlderNames):
         if upkeep is not None:
             upkeep.stop()
         self._consolidation.stop()
-        if self._core.worker is not None:
-            self._core.worker.stop()
+        self._core.stop_worker()
         if self._owns_embedder:  # the last store using the model frees it
             close_embedder(self._core.embedder)
         store, indexes = self._core.store, self._core.indexes

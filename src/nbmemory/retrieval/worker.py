@@ -103,6 +103,10 @@ class EmbeddingWorker:
         self._in_hand = 0
         #: Texts waiting to be taken (one lock per ``submit``, not one per text).
         self._queue: deque[tuple[str, str]] = deque()
+        #: The batch taken and not yet embedded (read by :meth:`holding`).
+        self._batch: list[tuple[str, str]] = []
+        #: Texts a stop left unembedded (queued, or taken after the stop): :meth:`leftovers`.
+        self._left: list[tuple[str, str]] = []
         self._arrived = threading.Condition()
         self._stop_signal = False
         self._idle = threading.Condition()
@@ -220,8 +224,30 @@ class EmbeddingWorker:
             self._queue.extend(items)
             self._arrived.notify()
 
+    def holding(self) -> set[str]:
+        """The ids of the texts this worker will embed: queued, taken, embedded and not
+        yet written, or set aside.  Another worker of the same file skips them
+        (:func:`nbmemory.core.submit_pending`)."""
+        with self._arrived:
+            ids = {event_id for event_id, _ in self._queue}
+        ids.update(event_id for event_id, _ in list(self._batch))
+        with self._idle:
+            ids.update(self._aside)
+        for held in list(self._held):
+            ids.update(held[0])
+        return ids
+
+    def leftovers(self) -> list[tuple[str, str]]:
+        """After :meth:`stop`: the texts left unembedded (pending in the store), which
+        another worker of the same file may take (:func:`nbmemory.core.stop_worker`).
+        Texts queued only to be re-cut into passages are not among them."""
+        with self._idle:
+            left = self._left + list(self._aside.items())
+            return [item for item in left if item[0] not in self._to_check]
+
     def stop(self, timeout: float = 10.0) -> None:
-        """Finish the batch in hand and stop; what is still queued stays pending in the store."""
+        """Finish the batch in hand and stop; what is still queued stays pending in the
+        store (:meth:`leftovers` lists it)."""
         if self._stopping:
             return
         self._stopping = True
@@ -248,6 +274,8 @@ class EmbeddingWorker:
                 self._arrived.wait(remaining)
             if self._stop_signal:
                 self._in_hand += len(self._queue)
+                with self._idle:
+                    self._left.extend(self._queue)
                 self._queue.clear()
                 return None
             count = min(self.batch_size, len(self._queue))
@@ -272,12 +300,17 @@ class EmbeddingWorker:
             if batch is None:
                 self._write_held()  # vectors computed before the stop are kept
                 return
+            self._batch = batch
             try:
                 if not self._stopping:
                     self._process(batch)
+                else:
+                    with self._idle:
+                        self._left.extend(batch)
             except Exception as exc:  # never let the thread die silently
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("nbmemory embedding worker failed on a batch")
+            self._batch = []
             self._in_hand += len(batch)
             if (
                 self._held_rows >= self.write_rows
