@@ -199,3 +199,28 @@ def test_search_puts_the_move_above_the_set_up(agent):
 def test_a_short_prompt_keeps_the_new_port(agent):
     prompt = agent.get_context("d4", "which port does the API listen on?").to_prompt(max_tokens=120)
     assert "8443" in prompt
+
+
+@pytest.mark.real_model
+def test_the_first_hit_does_not_depend_on_how_many_are_asked_for(agent):
+    """The step looks at the best ten hits whatever the limit: ``search(q, limit=1)``
+    returned the stale listing while ``limit=5`` put the move first."""
+    question = "which port does the API listen on?"
+    for limit in (1, 2, 3, 5, 10):
+        assert agent.search(question, limit=limit).content.iloc[0] == MOVE, limit
+    assert len(agent.search(question, limit=2)) == 2
+    ranked = agent.core.retriever.ranked
+    assert ranked(question, limit=1) == ranked(question, limit=10)[:1]
+
+
+@pytest.mark.real_model
+def test_the_context_puts_the_move_above_the_set_up(agent):
+    """``get_context``'s relevance (the default hybrid profile, no reranker) ranked
+    without the step: the set-up led, and a prompt kept 8080 alone when the set-up
+    was long."""
+    question = "which port does the API listen on?"
+    texts = [item.content for item in agent.get_context("d4", question).items]
+    assert texts.index(MOVE) < min(texts.index(SETUP), texts.index(LISTING))
+    off = agent.get_context("d4", question, settings=Settings(signal_weights={"corrections": 0}))
+    plain = [item.content for item in off.items]
+    assert plain.index(MOVE) > plain.index(LISTING)  # what the context gave before

@@ -33,17 +33,21 @@ def test_a_date_written_out_wins_over_a_relative_word():
     assert period == Period(dt.date(2023, 5, 3), dt.date(2023, 5, 4))
 
 
+def write_decisions(mem: Memory, now: dt.datetime) -> None:
+    """Three decisions, six, four and one day before ``now``."""
+    for days, text in [
+        (6, "Decision: we use ruff, not black, for formatting."),
+        (4, "Decision: logs go to Loki via promtail."),
+        (1, "Decision: we go with Redis Streams for the job queue."),
+    ]:
+        mem.add_event("d", "user", text, created_at=now - dt.timedelta(days=days))
+    mem.flush()
+
+
 @pytest.fixture
 def decisions(store_path, real_embedder):
-    now = dt.datetime.now(dt.timezone.utc)
     with Memory(store_path, embedder=real_embedder) as mem:
-        for days, text in [
-            (6, "Decision: we use ruff, not black, for formatting."),
-            (4, "Decision: logs go to Loki via promtail."),
-            (1, "Decision: we go with Redis Streams for the job queue."),
-        ]:
-            mem.add_event("d", "user", text, created_at=now - dt.timedelta(days=days))
-        mem.flush()
+        write_decisions(mem, dt.datetime.now(dt.timezone.utc))
         yield mem
 
 
@@ -65,3 +69,19 @@ def test_yesterdays_decision_reaches_the_context_under_the_cosine_floor(decision
     # a stricter threshold someone sets is kept as set
     strict = decisions.get_context("d2", question, relevance_threshold=0.5)
     assert not any("Redis" in i.content for i in strict.by_strategy("relevance"))
+
+
+@pytest.mark.real_model
+def test_yesterday_is_the_day_before_the_stores_clock(store_path, real_embedder):
+    """An agent replayed (or tested) on a simulated clock, ``mem.clock``, asks on that
+    day: the question was read against the wall clock, so its "yesterday" named a day
+    no memory was written on, and the six-day-old decision came first."""
+    asked = dt.datetime(2026, 3, 5, 12)
+    with Memory(store_path, embedder=real_embedder) as mem:
+        mem.clock = lambda: asked
+        write_decisions(mem, asked)
+        hits = mem.search("what did we decide yesterday?", limit=3)
+        assert "Redis Streams" in hits.content.iloc[0] and "date" in hits.signals.iloc[0]
+        context = mem.get_context("d2", "what did we decide yesterday?")
+        relevant = [i.content for i in context.by_strategy("relevance")]
+        assert relevant and "Redis Streams" in relevant[0]

@@ -78,6 +78,7 @@ class Core:
             dim=lambda: self.worker.dim if self.worker is not None else None,
             token_counter=token_counter,
             reranker=reranker,
+            clock=lambda: self.clock(),
         )
         store.listen(lambda change: self.queue(change.to_embed))
 

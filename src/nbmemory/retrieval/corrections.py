@@ -18,6 +18,10 @@ of that thing too.  Both stay in the results, in time order for that thing, the
 correction first: the history is kept, the current value leads.  Nothing is
 promoted from outside the hits, so what search finds is unchanged; only its order.
 A hit moved this way names the signal ``correction``.
+
+The step looks at the best :data:`POOL` hits (more when more are asked for), then
+keeps the number asked for: an agent's ``search(q, limit=1)`` got the stale port
+while ``limit=5`` put the move first, since the move was ranked third.
 """
 
 from __future__ import annotations
@@ -181,6 +185,18 @@ def _places(value: str, body: str) -> Iterator[tuple[int, int]]:
 def _when(created: Callable[[T], dt.datetime | None]) -> Callable[[T], dt.datetime]:
     """Sort key: a hit's creation time (those without one are never moved)."""
     return lambda hit: created(hit) or dt.datetime.min
+
+
+#: How many of the best hits the step looks at, at least (see the module).
+POOL = 10
+
+
+def pool(limit: int, signal_weights: Mapping[str, float]) -> int:
+    """How many hits to rank for ``limit`` of them after this step: at least
+    :data:`POOL` (``limit`` when the step is off, or nothing is asked for)."""
+    if not limit or signal_weights.get("corrections", 1.0) == 0:
+        return limit
+    return max(limit, POOL)
 
 
 def hits_corrections_first(

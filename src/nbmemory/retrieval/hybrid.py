@@ -119,6 +119,7 @@ def hybrid_rank(
     keyword_scale: float = 1.0,
     guard: bool = True,
     keyword_pass: float | None = None,
+    now: dt.datetime | None = None,
 ) -> list[HybridHit]:
     """The ``limit`` best memories for a query by the fused score, best first.
 
@@ -142,6 +143,7 @@ def hybrid_rank(
         allowed=allowed,
         keyword_scale=keyword_scale,
         keyword_pass=keyword_pass,
+        now=now,
     )
     if found is None:
         return []
@@ -226,6 +228,7 @@ def find_candidates(
     allowed: set[str] | None = None,
     keyword_scale: float = 1.0,
     keyword_pass: float | None = None,
+    now: dt.datetime | None = None,
 ) -> Candidates | None:
     """The candidates of a query with their :data:`FEATURES` (None: there are none).
 
@@ -262,7 +265,7 @@ def find_candidates(
     at = {event_id: k for k, event_id in enumerate(needed)}
     facts = keywords.facts(needed)
     if keyword_pass is not None:  # in the period the question names
-        written, said, _ = _dates(query_text, _subset(facts, np.arange(len(needed))))
+        written, said, _ = _dates(query_text, _subset(facts, np.arange(len(needed))), now)
         passing |= {needed[k] for k in np.flatnonzero((written > 0) | (said > 0))}
     ids = [i for i in sorted(pool) if i in passing or _passes(cosine.get(i), floor, strict)]
     if not ids:
@@ -300,7 +303,7 @@ def find_candidates(
     )
     own = fused[rows]
     timed = mine["timed"].astype(np.float64) * float(asks_when(query_text))
-    written, said, later = _dates(query_text, mine)
+    written, said, later = _dates(query_text, mine, now)
     x = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
     columns = {
         "cosine": cos_part[rows],
@@ -378,13 +381,18 @@ def _reciprocal_ranks(hits: list[tuple[str, float]], ids: list[str]) -> np.ndarr
     return np.array([rank.get(i, 0.0) for i in ids], dtype=np.float64)
 
 
-def _dates(question: str, mine: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+def _dates(
+    question: str, mine: dict[str, np.ndarray], now: dt.datetime | None = None
+) -> tuple[np.ndarray, ...]:
     """date_written, date_said and date_after of each candidate for the period the
     question names (all 0 when it names none, or one wider than two months); a
-    relative one ("yesterday", "last week") is read against now, when it is asked."""
+    relative one ("yesterday", "last week") is read against ``now``, the store's time
+    when it is asked (naive UTC; None: the wall clock)."""
     size = len(mine["created_days"])
     zero = np.zeros(size)
-    period = question_period(question, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
+    if now is None:
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    period = question_period(question, now)
     if period is None:
         return zero, zero, zero
     days = mine["created_days"]

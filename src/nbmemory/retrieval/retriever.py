@@ -16,6 +16,7 @@ by it and re-ordered.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -35,9 +36,11 @@ from ..validation import (
     date_range,
     scope_filters,
     shown,
+    utcnow,
 )
 from .context import Context, context_parameters, merge
 from .corrections import hits_corrections_first
+from .corrections import pool as corrections_pool
 from .embedders import Embedder
 from .fusion import weights_vector
 from .hit_rows import by_similarity, hit_records
@@ -88,7 +91,10 @@ class Retriever:
         dim: Callable[[], int | None] = lambda: None,
         token_counter: Callable[[str], int] | None = None,
         reranker: Reranker | None = None,
+        clock: Callable[[], dt.datetime] = utcnow,
     ) -> None:
+        #: The store's time (naive UTC): what "yesterday" in a question is read against.
+        self.clock = clock
         self.store = store
         self.indexes = indexes
         self.working = working
@@ -199,11 +205,12 @@ class Retriever:
             hits["signals"] = "vector"
         else:
             allowed = self._allowed_ids(ns, flt, start, end)
+            hybrid = mode == "hybrid"
             ranked = self.rank(
-                query, vector, ns, limit=wanted, threshold=threshold, mode=mode, allowed=allowed,
-                settings=s,
+                query, vector, ns, allowed=allowed, settings=s, threshold=threshold, mode=mode,
+                limit=corrections_pool(wanted, s.signal_weights) if hybrid else wanted,
             )  # fmt: skip
-            hits = self.hits_frame(ranked, query if mode == "hybrid" else None, s)
+            hits = self.hits_frame(ranked, query if hybrid else None, s, limit=wanted)
         columns = SEARCH_COLUMNS
         if reranker is not None:
             hits = rerank_frame(hits, query, reranker, top_n=s.rerank_top_n, limit=limit)
@@ -237,14 +244,15 @@ class Retriever:
             raise InvalidInput(f"ranked() ranks in hybrid or keyword mode, not {shown(mode)}")
         s = self._settings_of(settings)
         ns = self._namespace(namespace)
+        limit = check_limit(limit, "limit")
+        hybrid = mode == "hybrid"
         hits = self.rank(
-            query, self.embed_query(query), ns, limit=check_limit(limit, "limit"),
-            threshold=None, mode=mode, settings=s,
+            query, self.embed_query(query), ns, threshold=None, mode=mode, settings=s,
+            limit=corrections_pool(limit, s.signal_weights) if hybrid else limit,
         )  # fmt: skip
-        if mode == "hybrid":  # as search() orders them
-            hits = hits_corrections_first(
-                hits, query, self._rows(h.id for h in hits), s.signal_weights
-            )
+        if hybrid:  # as search() orders them
+            rows = self._rows(h.id for h in hits)
+            hits = hits_corrections_first(hits, query, rows, s.signal_weights)[:limit]
         self.indexes.prepare_lookups()
         return hits
 
@@ -332,7 +340,7 @@ class Retriever:
             strict=strict, candidates=max(s.hybrid_candidates, limit), allowed=allowed,
             weights=weights_vector(s.fusion_weights, s.signal_weights),
             diversity=s.diversity_weight, keyword_scale=s.signal_weights.get("keywords", 1.0),
-            keyword_pass=keyword_pass,
+            keyword_pass=keyword_pass, now=self.clock(),
         )  # fmt: skip
 
     def candidates(
@@ -349,21 +357,22 @@ class Retriever:
         return find_candidates(
             self.indexes.searcher(self.model, self._namespace(namespace)), self.indexes.keywords(),
             query, self.embed_query(query), namespace=self._namespace(namespace), floor=floor,
-            candidates=s.hybrid_candidates,
+            candidates=s.hybrid_candidates, now=self.clock(),
         )  # fmt: skip
 
     def hits_frame(
-        self, hits: list[HybridHit], query: str | None = None, s: Settings | None = None
-    ) -> pd.DataFrame:
-        """Stored rows of ranked hits, in rank order, with their scores (with ``query``
-        and settings ``s``, later corrections first: :mod:`.corrections`)."""
+        self, hits: list[HybridHit], query: str | None = None, s: Settings | None = None,
+        limit: int | None = None,
+    ) -> pd.DataFrame:  # fmt: skip
+        """Stored rows of the best ``limit`` ranked hits (None: all), in rank order, with
+        their scores (with ``query`` and ``s``, later corrections first: :mod:`.corrections`)."""
         columns = [*READ_COLUMNS, "similarity", "score", "keyword_score", "signals"]
         if not hits:
             return pd.DataFrame(columns=columns)
         rows = self._rows([hit.id for hit in hits])
         if query is not None and s is not None:
             hits = hits_corrections_first(hits, query, rows, s.signal_weights)
-        records = hit_records(hits, rows)
+        records = hit_records(hits[:limit], rows)
         return pd.DataFrame.from_records(records, columns=columns)
 
     def _rows(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -432,7 +441,8 @@ class Retriever:
                 ns, salient_by, threshold=p["salience_threshold"], limit=p["salience_limit"]
             )
             rows = self._rows([hit.id for hit in ranked] + [event_id for event_id, _ in hits])
-            relevance = hit_records(ranked, rows)
+            ranked = hits_corrections_first(ranked, query or "", rows, s.signal_weights)
+            relevance = hit_records(ranked[: p["relevance_limit"]], rows)
             salience = self._salient_records(
                 ns, hits, rows, threshold=p["salience_threshold"], limit=p["salience_limit"]
             )
@@ -518,7 +528,7 @@ class Retriever:
         wanted = limit if self.reranker is None else max(limit, s.rerank_top_n)
         if s.search_mode == "hybrid":
             frame = self.hits_frame(
-                self._ranked_relevance(query, vector, namespace, s, p), query, s
+                self._ranked_relevance(query, vector, namespace, s, p), query, s, limit=wanted
             )
         else:
             frame = self.vector_search(
@@ -532,11 +542,14 @@ class Retriever:
     def _ranked_relevance(
         self, query: str, vector: np.ndarray, namespace: str, s: Settings, p: dict[str, Any]
     ) -> list[HybridHit]:
-        """The hybrid relevance strategy's hits (before any reranker)."""
+        """The hybrid relevance strategy's hits (before any reranker), as many more as
+        the corrections step looks at (:func:`.corrections.pool`): the caller keeps
+        the number it wants after that step."""
         limit = p["relevance_limit"]
         wanted = limit if self.reranker is None else max(limit, s.rerank_top_n)
         return self.rank(
-            query, vector, namespace, limit=wanted, threshold=p["relevance_threshold"],
+            query, vector, namespace, limit=corrections_pool(wanted, s.signal_weights),
+            threshold=p["relevance_threshold"],
             mode="hybrid", strict=True, settings=s, keyword_pass=keyword_pass(p),
         )  # fmt: skip
 
