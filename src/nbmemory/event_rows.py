@@ -203,37 +203,80 @@ def _fresh_random_bytes() -> None:  # a forked child must not reuse its parent's
 os.register_at_fork(after_in_child=_fresh_random_bytes)
 
 
-def _stamp_v7(block: np.ndarray, millis: int) -> None:
-    """Turn rows of 16 random bytes into version 7 UUIDs of the time ``millis``."""
-    block[:, :6] = np.frombuffer(millis.to_bytes(6, "big"), dtype=np.uint8)
-    block[:, 6] = (block[:, 6] & 0x0F) | 0x70  # version 7
-    block[:, 8] = (block[:, 8] & 0x3F) | 0x80  # RFC 9562 variant
+class _Counter:
+    """The ids this process made in the current millisecond, counted (RFC 9562's
+    method 1): a version 7 UUID holds the millisecond, then this counter in its
+    next 26 bits, then 48 random bits, so the ids of one process sort in the order
+    they were made.  Turns written in one millisecond (``add_events`` stamps a batch
+    with one clock reading) or given one ``created_at`` (a transcript logged to the
+    minute) were listed by ``(created_at, id)``, and random ids scrambled them: an
+    agent's prompt read "turn 4, turn 0, turn 5 …".  A clock that steps back keeps
+    the last millisecond (the ids still increase); 2**26 ids in one millisecond
+    move on to the next."""
+
+    BITS = 26
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.millis = -1
+        self.next = 0
+
+    def take(self, count: int) -> tuple[int, int]:
+        """(millisecond, first counter value) for ``count`` new ids."""
+        now = time.time_ns() // 1_000_000
+        with self.lock:
+            if now > self.millis:
+                self.millis, self.next = now, 0
+            if self.next + count > 1 << self.BITS:  # (a million a second for a minute)
+                self.millis, self.next = self.millis + 1, 0
+            first = self.next
+            self.next += count
+            return self.millis, first
+
+
+_counter = _Counter()
+
+
+def _fresh_counter() -> None:  # a forked child counts on its own (its random bits differ)
+    global _counter
+    _counter = _Counter()
+
+
+os.register_at_fork(after_in_child=_fresh_counter)
 
 
 def new_id() -> str:
     """A new event id: a version 7 UUID (RFC 9562).
 
-    Its first 48 bits are the Unix time in milliseconds and the other 74 free bits
-    random, so ids made later sort later.  DuckDB keeps ``events``' key in an
-    adaptive radix tree, and ids that share a prefix land in the same few nodes:
-    at a million events, committing every 1,000 rows runs about a third faster
-    than with random (version 4) ids, which touch nodes all over the tree.  An
-    id therefore tells the millisecond it was made, as ``created_at`` and the
-    audit log do.
+    Its first 48 bits are the Unix time in milliseconds, the next 26 (after the
+    version) count the ids this process made in that millisecond (:class:`_Counter`)
+    and the last 48 are random, so ids made later sort later, within a millisecond
+    too.  DuckDB keeps ``events``' key in an adaptive radix tree, and ids that share
+    a prefix land in the same few nodes: at a million events, committing every
+    1,000 rows runs about a third faster than with random (version 4) ids, which
+    touch nodes all over the tree.  An id therefore tells the millisecond it was
+    made, as ``created_at`` and the audit log do.
     """
-    millis = time.time_ns() // 1_000_000
-    bits = int.from_bytes(_random_bytes.take(10), "big")  # 80 bits: 12 + 62 used
-    rand_a, rand_b = bits >> 68, bits & ((1 << 62) - 1)
-    return str(uuid.UUID(int=millis << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b))
+    millis, count = _counter.take(1)
+    random48 = int.from_bytes(_random_bytes.take(6), "big")
+    high = millis << 80 | 0x7 << 76 | (count >> 14) << 64  # time, version, counter
+    return str(uuid.UUID(int=high | 0b10 << 62 | (count & 0x3FFF) << 48 | random48))
 
 
 def new_ids(count: int) -> list[str]:
-    """``count`` new event ids (version 7 UUIDs of one millisecond, as :func:`new_id`
-    makes them) from one read of ``16 * count`` random bytes."""
+    """``count`` new event ids, in the order :func:`new_id` would make them one by
+    one, from one read of ``6 * count`` random bytes."""
     if count <= 0:
         return []
-    block = np.frombuffer(os.urandom(16 * count), dtype=np.uint8).reshape(count, 16).copy()
-    _stamp_v7(block, time.time_ns() // 1_000_000)
+    millis, first = _counter.take(count)
+    block = np.zeros((count, 16), dtype=np.uint8)
+    block[:, :6] = np.frombuffer(millis.to_bytes(6, "big"), dtype=np.uint8)
+    counts = np.arange(first, first + count, dtype=np.uint32)
+    block[:, 6] = 0x70 | (counts >> 22)  # version 7, then the counter's top 4 bits
+    block[:, 7] = (counts >> 14) & 0xFF
+    block[:, 8] = 0x80 | ((counts >> 8) & 0x3F)  # RFC 9562 variant, 6 more bits
+    block[:, 9] = counts & 0xFF
+    block[:, 10:] = np.frombuffer(os.urandom(6 * count), dtype=np.uint8).reshape(count, 6)
     digits = np.stack([_HEX[block >> 4], _HEX[block & 0x0F]], axis=2).reshape(count, 32)
     chars = np.full((count, 36), ord("-"), dtype=np.uint8)
     chars[:, _DIGIT_PLACES] = digits
