@@ -402,3 +402,28 @@ def test_a_chunk_of_code_alone_is_still_summarised() -> None:
     events = [{"role": "tool", "content": "```\n$ ls\nbase.py  main.py\n```", "created_at": OLD}]
     summary = extractive_summary(events)
     assert "base.py" in summary.text
+
+
+def test_the_summary_keeps_the_corrections_and_preferences_of_an_agents_session():
+    """An agent's session summarised to its most repeated words: "Run the tests
+    please.", a pytest progress line and set-up questions, without the port change
+    or the preference it was kept for."""
+    turns = [
+        ("user", "I prefer pytest over unittest, please use it for every test you write."),
+        ("user", "How do I set up the API server on the new VM?"),
+        ("assistant", "Set up the API server with uvicorn behind nginx; the API server "
+                      "listens on port 8080 and the tests check the API server."),
+        ("user", "Run the tests please."),
+        ("tool", "tests/test_api.py ............                [100%]"),
+        ("assistant", "The tests pass: the API server answers and the tests of the API are green."),
+        ("user", "Heads up: the port is now 8443, we moved the API off 8080 yesterday."),
+        ("user", "Run the tests again please, the API tests."),
+        ("tool", "tests/test_api.py ....F.......                [100%]"),
+        ("assistant", "One of the API tests fails because the tests still call the old server."),
+    ]  # fmt: skip
+    summary = extractive_summary(
+        [{"role": role, "content": text} for role, text in turns], max_sentences=3
+    ).text
+    assert "the port is now 8443" in summary
+    assert "I prefer pytest" in summary
+    assert "[100%]" not in summary

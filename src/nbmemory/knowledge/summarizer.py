@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..importance import estimate_importance
 from ..retrieval.passages import looks_prose, prose_spans
 from .fact_book import check_fact
 
@@ -23,13 +24,15 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
 #: A line that is code or data even where a paragraph reads as prose: a YAML, INI
 #: or dict entry (``- id: ruff-format``, ``rev: v0.6.9``), a traceback's frame or
-#: its exception, a stack frame, a log line that opens with a timestamp.
+#: its exception, a stack frame, a log line that opens with a timestamp, a test
+#: runner's progress (``tests/test_api.py ....F.. [ 40%]``).
 _DATA_LINE = re.compile(
     r"\s*(?:[-*]\s+)?[\w.\-/\"'\[\]]+\s*[:=]\s*\S*\s*$"
     r"|\s*(?:File \"|Traceback \(most recent|at [\w.$<>]+\()"
     r"|\s*[\w.]*(?:Error|Exception|Warning)\b:"
     r"|\s*\[?\d{4}-\d{2}-\d{2}[T ]\d"
     r"|\s*\|"
+    r"|\S+\s+[.FEsxX]{4,}(?:\s+\[\s*\d+%\])?\s*$"
 )
 #: A line that starts a list item, a quote or a table row: never joined to the line
 #: before it.
@@ -128,8 +131,13 @@ def extractive_summary(events: list[dict[str, Any]], *, max_sentences: int = 5) 
     pasted into a turn holds the chunk's most repeated words (paths, keys) and
     would win, but says nothing a reader of the summary can use; a chunk of code
     alone is summarised from its lines.  Sentences are scored by how many of the
-    chunk's frequent words they carry (normalised by length, weighted by role) and
-    the best ``max_sentences`` are kept in conversation order.  Facts come from
+    chunk's frequent words they carry (normalised by length, weighted by role),
+    times one plus twice what the importance estimate gives the sentence alone: a
+    correction ("the port is now 8443"), a decision or a stated preference is what
+    the summary is kept for, and a session's most repeated words are rarely in it
+    (an agent's session summarised to "Run the tests please." and a pytest line,
+    without the port change or the preference).  The best ``max_sentences`` are
+    kept in conversation order.  Facts come from
     simple first-person patterns in the user's messages ("my name is ...", "I live
     in ...", "I love ...").
     """
@@ -146,12 +154,12 @@ def extractive_summary(events: list[dict[str, Any]], *, max_sentences: int = 5) 
     freq = Counter(w for _, _, _, words in sentences for w in set(words))
 
     def score(item: tuple[int, str, str, list[str]]) -> float:
-        _, role, _, words = item
+        _, role, text, words = item
         if not words:
             return 0.0
-        return (
-            _ROLE_WEIGHT.get(role, 0.5) * sum(freq[w] for w in set(words)) / math.sqrt(len(words))
-        )
+        central = sum(freq[w] for w in set(words)) / math.sqrt(len(words))
+        kept_for = 1.0 + 2.0 * estimate_importance(text, role)
+        return _ROLE_WEIGHT.get(role, 0.5) * central * kept_for
 
     best = sorted(sentences, key=lambda s: (-score(s), s[0]))[:max_sentences]
     first, last = events[0].get("created_at"), events[-1].get("created_at")
