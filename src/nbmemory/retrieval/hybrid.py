@@ -92,6 +92,8 @@ class Candidates:
 #: In ``get_context``, a memory whose BM25 is at least this share of the query's best
 #: passes the cosine floor (:func:`find_candidates`'s ``keyword_pass``).
 KEYWORD_PASS = 0.5
+#: ... if its cosine is at least this share of the floor (or it has no vector yet).
+KEYWORD_PASS_COSINE = 0.5
 
 
 def keyword_pass(parameters: dict) -> float | None:
@@ -261,7 +263,12 @@ def find_candidates(
     passing: set[str] = set()
     if keyword_pass is not None and keyword_hits and keyword_hits[0][1] > 0:
         bar = keyword_pass * keyword_hits[0][1]
-        passing = {event_id for event_id, score in keyword_hits if score >= bar}
+        near = -1.0 if floor is None else floor * KEYWORD_PASS_COSINE
+        passing = {
+            event_id
+            for event_id, score in keyword_hits
+            if score >= bar and (cosine.get(event_id) is None or cosine[event_id] >= near)
+        }
     at = {event_id: k for k, event_id in enumerate(needed)}
     facts = keywords.facts(needed)
     if keyword_pass is not None:  # in the period the question names
