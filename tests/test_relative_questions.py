@@ -85,3 +85,19 @@ def test_yesterday_is_the_day_before_the_stores_clock(store_path, real_embedder)
         context = mem.get_context("d2", "what did we decide yesterday?")
         relevant = [i.content for i in context.by_strategy("relevance")]
         assert relevant and "Redis Streams" in relevant[0]
+
+
+@pytest.mark.real_model
+def test_a_context_cached_yesterday_is_not_todays_answer(store_path, real_embedder):
+    """Contexts are cached until the store changes; "yesterday" changes with the day
+    without any write, and the cached context kept answering the day before's."""
+    asked = dt.datetime(2026, 3, 5, 12)
+    with Memory(store_path, embedder=real_embedder) as mem:
+        mem.clock = lambda: asked
+        write_decisions(mem, asked)
+        question = "what did we decide yesterday?"
+        first = mem.get_context("d2", question).by_strategy("relevance")
+        assert "Redis Streams" in first[0].content
+        mem.clock = lambda: asked - dt.timedelta(days=3)  # a replay: yesterday is Loki's day
+        later = mem.get_context("d2", question).by_strategy("relevance")
+        assert "Loki" in later[0].content

@@ -166,10 +166,13 @@ class SessionContexts:
         options: dict[str, Any],
         settings: Settings | None,
     ) -> tuple[Any, ...]:
-        """Everything besides the store's rows that a context depends on."""
+        """Everything besides the store's rows that a context depends on: the store's
+        day too, since a question's "yesterday" is read against it (a context cached
+        yesterday answered today's "yesterday" with the day before)."""
         return (
             query,
             tuple(options.items()),
+            self.core.clock().date(),
             settings if settings is not None else self.core.settings,
             id(self.core.retriever.reranker),
             self._flag(namespace, session_id),
