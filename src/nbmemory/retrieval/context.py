@@ -24,8 +24,13 @@ from ..validation import check_limit, check_text, check_unit_interval
 
 
 def _indented(text: str) -> str:
-    """``text`` with every line after the first indented by two spaces."""
-    return text.replace("\n", "\n  ") if "\n" in text else text
+    """``text`` with every line after the first indented by two spaces, each line
+    ending in "\n".  Every line boundary :meth:`str.splitlines` knows (a bare "\r"
+    of a progress bar, "\r\n", U+2028/U+2029, "\x0b", "\x0c", "\x1c"-"\x1e",
+    "\x85") is one, not only "\n": a reader that splits the prompt so would
+    otherwise see a line of a tool's output such as ``[2026-03-05 10:00] user: …``
+    as a memory of its own."""
+    return "\n  ".join(text.splitlines())
 
 
 def estimate_tokens(text: str) -> int:
