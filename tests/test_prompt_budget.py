@@ -105,3 +105,46 @@ def test_no_line_break_of_a_tool_output_lets_a_line_pass_for_a_memory(boundary):
     assert prompt.split("\n") == lines  # one kind of line break in the prompt
     for item in (result, other):
         assert not any(line.startswith("[") for line in Context.format_item(item).splitlines()[1:])
+
+
+def test_a_short_reply_said_again_is_a_turn_of_the_dialogue_not_a_repeat():
+    """Two "yes" answer two questions, two tools' "OK" are two results: all stay."""
+    turns = [
+        ("assistant", "Tests pass. Should I deploy to staging?", None),
+        ("user", "yes", None),
+        ("tool", "OK", "deploy_staging"),
+        ("assistant", "Deployed. Should I also delete the old release branch release/1.4?", None),
+        ("user", "yes", None),
+        ("tool", "OK", "git_delete_branch"),
+        ("tool", "OK", "git_delete_branch"),
+    ]
+    items = []
+    for i, (role, text, tool) in enumerate(turns):
+        items.append(_item(i, text, role=role))
+        items[-1].tool_name = tool
+    items.reverse()  # the newest best-ranked, as recency ranks them
+    prompt = _context(items).to_prompt()
+    assert prompt.repeated == [] and len(prompt.kept) == len(turns)
+    assert [line.split("] ", 1)[1] for line in prompt.splitlines()[1:]] == [
+        f"{role} {tool}: {text}" if tool else f"{role}: {text}" for role, text, tool in turns
+    ]
+
+
+def test_a_repeat_is_the_same_line_from_the_same_tool():
+    """A long tool output repeated word for word is left out, unless another tool said it."""
+    output = "ruff: All checks passed! 294 files already formatted"
+    items = [_item(i, output, role="tool") for i in range(3)]
+    for item, tool in zip(items, ["lint", "lint", "format"], strict=True):
+        item.tool_name = tool
+    prompt = _context(items).to_prompt()
+    assert prompt.repeated == ["m1"] and prompt.kept == ["m0", "m2"]
+
+
+def test_the_same_tool_call_made_again_is_a_new_action():
+    """A turn that only calls tools (run the tests again after a fix) is never a repeat."""
+    calls = '[{"name": "run_tests", "args": {"path": "tests/", "verbose": true}}]'
+    items = [_item(i, None) for i in range(2)]
+    for item in items:
+        item.tool_calls = calls
+    prompt = _context(items).to_prompt()
+    assert prompt.repeated == [] and prompt.kept == ["m0", "m1"]

@@ -163,6 +163,11 @@ class Prompt(str):
 #: The fewest tokens of a memory worth an excerpt: under this, it is dropped.
 MIN_EXCERPT_TOKENS = 24
 
+#: The fewest characters of a text said again that make it a repeat to leave out.
+#: A shorter turn ("yes", "OK", "done", "go ahead", "tests pass") is a reply: the
+#: same words later answer another question, and a line of them costs a few tokens.
+MIN_REPEAT_CHARS = 24
+
 
 @dataclass
 class Context:
@@ -230,10 +235,30 @@ class Context:
     @staticmethod
     def _lead(item: ContextItem) -> str:
         when = item.created_at.strftime("%Y-%m-%d %H:%M") if item.created_at else "?"
-        who = (
+        return f"[{when}] {Context._who(item)}: "
+
+    @staticmethod
+    def _who(item: ContextItem) -> str:
+        """The role, and for a tool's result its tool (``tool run_tests``)."""
+        return (
             f"{item.role} {item.tool_name}" if item.role == "tool" and item.tool_name else item.role
         )
-        return f"[{when}] {who}: "
+
+    @staticmethod
+    def _repeat_key(item: ContextItem) -> tuple[str, str] | None:
+        """What makes ``item`` a repeat of a better-ranked memory: its line without the
+        time (who said it, a tool's result with its tool, and the text with its spaces
+        evened out); None when it is never one.
+
+        The rule is for the same text written again (a cell run twice, a retried
+        write), whenever that was.  A text under :data:`MIN_REPEAT_CHARS` is a reply
+        of the dialogue ("yes" to a second question, a second tool's "OK"), and a turn
+        with only tool calls is an action (the tests run again after a fix): leaving
+        either out would make the conversation read wrong."""
+        words = " ".join(item.text.split())
+        if item.content is None or len(words) < MIN_REPEAT_CHARS:
+            return None
+        return Context._who(item), words
 
     def to_prompt(self, max_tokens: int | None = None, *, header: str = "Memory:") -> Prompt:
         """The context as prompt text within ``max_tokens``: a whole number, 0 or more;
@@ -245,8 +270,10 @@ class Context:
         as an excerpt of what fits (the passage that matched the query, for a long
         memory relevance found; else its beginning), and every item ranked below it
         is dropped: the lowest-ranked go first, never a better one for a worse one
-        that is shorter.  An item that says word for word what a better-ranked one
-        said (a cell run twice, a retried write) is left out.  The kept ones are
+        that is shorter.  An item whose line says word for word what a better-ranked
+        one's said, but for the time (a cell run twice, a retried write), is left out;
+        not a short reply ("yes", "OK") nor a turn that only calls tools, which said
+        again are the next turn of the dialogue (see :meth:`_repeat_key`).  The kept ones are
         written oldest first so the conversation reads in order.  ``result.dropped``,
         ``result.shortened`` and ``result.repeated`` list the ids, and
         ``result.report()`` says so in one line.
@@ -263,8 +290,8 @@ class Context:
         said: set[tuple[str, str]] = set()
         full = False
         for item in self.items:  # already best-first
-            words = (item.role, " ".join(item.text.split()))
-            if words in said:
+            words = self._repeat_key(item)
+            if words is not None and words in said:
                 repeated.append(item.id)
                 continue
             if full:
@@ -280,7 +307,8 @@ class Context:
                     continue
                 cost = self.token_counter(line)
                 shortened.append(item.id)
-            said.add(words)
+            if words is not None:
+                said.add(words)
             kept.append((item, line))
             used += cost
         ordered = sorted(kept, key=lambda pair: (pair[0].created_at, pair[0].id))
