@@ -9,6 +9,7 @@ AGENTS.md section ranked second was dropped while six ordinary turns stayed.
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 import pytest
 
@@ -148,3 +149,23 @@ def test_the_same_tool_call_made_again_is_a_new_action():
         item.tool_calls = calls
     prompt = _context(items).to_prompt()
     assert prompt.repeated == [] and prompt.kept == ["m0", "m1"]
+
+
+def _superadditive(text: str) -> int:
+    """A counter for which two lines cost more together than apart."""
+    return math.ceil(len(text) ** 1.1)
+
+
+@pytest.mark.parametrize("counter", [len, _superadditive], ids=["len", "superadditive"])
+def test_the_prompt_never_counts_more_than_its_budget(counter):
+    """The line breaks that join the lines count too, for any token counter."""
+    items = [_item(i, f"message number {i} about the deploy " * (1 + i % 3)) for i in range(6)]
+    items.append(_item(6, "a long answer with many words in it " * 30))
+    context = Context("s", "q", "default", items, {}, 4096, token_counter=counter)
+    for budget in range(0, 700, 3):
+        prompt = context.to_prompt(max_tokens=budget)
+        assert counter(prompt) <= budget and prompt.tokens == (counter(prompt) if prompt else 0)
+        ranks = {item.id: item.rank for item in items}
+        kept, dropped = [ranks[i] for i in prompt.kept], [ranks[i] for i in prompt.dropped]
+        assert sorted(kept + dropped) == sorted(ranks.values())
+        assert not kept or not dropped or max(kept) < min(dropped)

@@ -274,7 +274,11 @@ class Context:
         one's said, but for the time (a cell run twice, a retried write), is left out;
         not a short reply ("yes", "OK") nor a turn that only calls tools, which said
         again are the next turn of the dialogue (see :meth:`_repeat_key`).  The kept ones are
-        written oldest first so the conversation reads in order.  ``result.dropped``,
+        written oldest first so the conversation reads in order.  Each line is
+        charged with the line break before it, and the prompt as written is counted
+        again at the end (the lowest-ranked go while it is over), so
+        ``token_counter(result) <= max_tokens`` for any counter; ``result.tokens`` is
+        that count.  ``result.dropped``,
         ``result.shortened`` and ``result.repeated`` list the ids, and
         ``result.report()`` says so in one line.
         """
@@ -298,30 +302,50 @@ class Context:
                 dropped.append(item.id)
                 continue
             line = self.format_item(item)
-            cost = self.token_counter(line)
+            cost = self._charge(line)
             if used + cost > budget:
                 full = True
                 line = self._excerpt(item, budget - used)
                 if not line:
                     dropped.append(item.id)
                     continue
-                cost = self.token_counter(line)
+                cost = self._charge(line)
                 shortened.append(item.id)
             if words is not None:
                 said.add(words)
             kept.append((item, line))
             used += cost
+        text = self._joined(header, kept)
+        while kept and self.token_counter(text) > budget:
+            # a counter for which lines cost more together than apart: the
+            # lowest-ranked goes, until the prompt as written fits
+            item, _ = kept.pop()
+            dropped.insert(0, item.id)
+            if item.id in shortened:
+                shortened.remove(item.id)
+            text = self._joined(header, kept)
         ordered = sorted(kept, key=lambda pair: (pair[0].created_at, pair[0].id))
-        lines = ([header] if header else []) + [line for _, line in ordered]
         return Prompt(
-            "\n".join(lines),
+            text,
             kept=[item.id for item, _ in ordered],
             dropped=dropped,
-            tokens=used,
+            tokens=self.token_counter(text) if text else 0,
             budget=budget,
             shortened=shortened,
             repeated=repeated,
         )
+
+    def _charge(self, line: str) -> int:
+        """What a line costs in the prompt: its tokens with the line break before it
+        (the header's or the previous line's), so that ``token_counter(prompt)``
+        stays within the budget for a counter that counts "\n" (``len``)."""
+        return self.token_counter("\n" + line)
+
+    @staticmethod
+    def _joined(header: str, kept: list[tuple[ContextItem, str]]) -> str:
+        """The prompt: the header, then the kept lines oldest first."""
+        ordered = sorted(kept, key=lambda pair: (pair[0].created_at, pair[0].id))
+        return "\n".join(([header] if header else []) + [line for _, line in ordered])
 
     def _excerpt(self, item: ContextItem, room: int) -> str:
         """The item cut to ``room`` tokens ("" when under :data:`MIN_EXCERPT_TOKENS`):
@@ -337,7 +361,7 @@ class Context:
         low, high = 0, len(body)
         while low < high:
             middle = (low + high + 1) // 2
-            if self.token_counter(lead + _indented(body[:middle]) + tail) <= room:
+            if self._charge(lead + _indented(body[:middle]) + tail) <= room:
                 low = middle
             else:
                 high = middle - 1
