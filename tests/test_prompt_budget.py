@@ -169,3 +169,92 @@ def test_the_prompt_never_counts_more_than_its_budget(counter):
         kept, dropped = [ranks[i] for i in prompt.kept], [ranks[i] for i in prompt.dropped]
         assert sorted(kept + dropped) == sorted(ranks.values())
         assert not kept or not dropped or max(kept) < min(dropped)
+
+
+def test_items_ranked_below_an_excerpt_that_fit_whole_still_go_in():
+    """The excerpt of a long best memory left most of the budget unused: the user's
+    latest turn and a stated preference ranked below it were dropped."""
+    filler = "Some background on the connection pool and how it was tuned. " * 60
+    answer = "Set pool_size=20 and max_overflow=10 in orders/db.py."
+    long_text = filler + answer
+    start = long_text.index(answer)
+    items = [_item(0, long_text, passage=(start, len(long_text)))]
+    items.append(_item(1, "I prefer pytest over unittest, please use it.", role="user"))
+    items.append(_item(2, "ok, I raised it. Now the retry test fails, can you look?", role="user"))
+    prompt = _context(items).to_prompt(max_tokens=300)
+    assert prompt.kept == ["m0", "m1", "m2"] and prompt.shortened == ["m0"]
+    assert answer in prompt and "pytest over unittest" in prompt and "retry test" in prompt
+    assert prompt.dropped == [] and prompt.tokens <= 300
+    # the room left once they are in goes to the text before the passage
+    assert "Some background" in prompt and prompt.tokens > 300 - 20
+
+
+def test_after_an_excerpt_the_first_item_that_does_not_fit_ends_the_prompt():
+    long_text = "word " * 2000
+    items = [_item(0, long_text, passage=(9000, len(long_text)))]
+    items += [_item(1, "short one"), _item(2, "x " * 400), _item(3, "short two")]
+    prompt = _context(items).to_prompt(max_tokens=400)
+    assert prompt.kept == ["m0", "m1"] and prompt.dropped == ["m2", "m3"]
+
+
+def _fence_lines(prompt: str) -> list[tuple[bool, str]]:
+    """Each line of the prompt, with whether it is inside a code block (Markdown)."""
+    inside, out = False, []
+    for line in prompt.splitlines():
+        is_fence = line.lstrip().startswith("```")
+        out.append((inside or is_fence, line))
+        inside = inside != is_fence
+    assert not inside, prompt  # every block is closed
+    return out
+
+
+SETUP = (
+    "Put nginx in front of it for TLS termination:\n\n```nginx\n"
+    + "".join(f"server_name api{k}.example.com;\n" for k in range(80))
+    + "```\n\nThen reload nginx and check the certificate."
+)
+
+
+def test_an_excerpt_cut_inside_a_code_block_closes_it_before_the_mark():
+    items = [_item(0, "Remember that nginx must send HSTS headers.", role="user"), _item(1, SETUP)]
+    items[1].created_at = NOW - dt.timedelta(days=1)
+    for budget in range(60, 200, 7):
+        prompt = _context(items).to_prompt(max_tokens=budget)
+        assert prompt.shortened == ["m1"] and prompt.tokens <= budget
+        lines = _fence_lines(prompt)
+        assert not any(
+            inside for inside, line in lines if line.startswith("[") or "[excerpt]" in line
+        )
+        assert lines[-1][1].endswith("user: Remember that nginx must send HSTS headers.")
+
+
+def test_an_excerpt_starting_inside_a_code_block_opens_it_again():
+    start = SETUP.index("server_name api70")
+    items = [_item(0, SETUP, passage=(start, len(SETUP)))]
+    for budget in range(60, 400, 9):
+        prompt = _context(items).to_prompt(max_tokens=budget)
+        assert prompt.shortened == ["m0"] and prompt.tokens <= budget
+        lines = _fence_lines(prompt)
+        assert "  ```nginx" in prompt  # opened as it was
+        last = [line for inside, line in lines if not inside][-1]
+        assert last.endswith(("the certificate.", "… [excerpt]"))
+
+
+def test_a_memory_that_starts_with_a_code_fence_starts_it_on_a_line_of_its_own():
+    block = _item(0, "```bash\nsystemctl restart api\n```\nDone.")
+    prompt = _context([block, _item(1, "next")]).to_prompt()
+    assert prompt.splitlines()[1:4] == [
+        f"[{NOW:%Y-%m-%d %H:%M}] assistant:",
+        "  ```bash",
+        "  systemctl restart api",
+    ]
+    _fence_lines(prompt)
+
+
+def test_an_excerpt_started_earlier_never_starts_at_a_closing_fence():
+    text = "Run it:\n```bash\nmake run\n```\n" + "Then it serves the API on port 8080. " * 40
+    items = [_item(0, text, passage=(text.index("Then"), len(text)))]
+    for budget in range(40, 140, 3):
+        prompt = _context(items).to_prompt(max_tokens=budget)
+        _fence_lines(prompt)
+        assert "… ```" not in prompt

@@ -21,16 +21,7 @@ import pandas as pd
 from ..config import Settings
 from ..event_rows import turn_text
 from ..validation import check_limit, check_text, check_unit_interval
-
-
-def _indented(text: str) -> str:
-    """``text`` with every line after the first indented by two spaces, each line
-    ending in "\n".  Every line boundary :meth:`str.splitlines` knows (a bare "\r"
-    of a progress bar, "\r\n", U+2028/U+2029, "\x0b", "\x0c", "\x1c"-"\x1e",
-    "\x85") is one, not only "\n": a reader that splits the prompt so would
-    otherwise see a line of a tool's output such as ``[2026-03-05 10:00] user: …``
-    as a memory of its own."""
-    return "\n  ".join(text.splitlines())
+from .excerpts import cut_to_fit, start_earlier, whole
 
 
 def estimate_tokens(text: str) -> int:
@@ -229,8 +220,9 @@ class Context:
     def format_item(item: ContextItem) -> str:
         """``[time] role: text``; a tool's result names its tool (``tool run_tests:``),
         and the lines after the first are indented, so a line of the text that starts
-        like ``[Unit]`` never reads as the start of another memory."""
-        return Context._lead(item) + _indented(item.text)
+        like ``[Unit]`` never reads as the start of another memory; a text that
+        starts with a code fence starts on the next line, where the fence is one."""
+        return whole(Context._lead(item), item.text)
 
     @staticmethod
     def _lead(item: ContextItem) -> str:
@@ -267,20 +259,25 @@ class Context:
         first line ("" for none; left out too when even it does not fit).
 
         Items go in best-ranked first; the first one that does not fit whole goes in
-        as an excerpt of what fits (the passage that matched the query, for a long
-        memory relevance found; else its beginning), and every item ranked below it
-        is dropped: the lowest-ranked go first, never a better one for a worse one
-        that is shorter.  An item whose line says word for word what a better-ranked
-        one's said, but for the time (a cell run twice, a retried write), is left out;
-        not a short reply ("yes", "OK") nor a turn that only calls tools, which said
-        again are the next turn of the dialogue (see :meth:`_repeat_key`).  The kept ones are
+        as an excerpt (the passage that matched the query onwards, for a long memory
+        relevance found; else its beginning) of what fits, and the items ranked below
+        it go on in whole while they fit: the first that does not is dropped with
+        every item below it, so the lowest-ranked go first, never a better one for a
+        worse one that is shorter (an excerpt of a passage near the end of its text
+        left most of the budget unused, with the user's latest turn dropped).  Room
+        still left then goes to the text before the passage.  An excerpt keeps its
+        code fences balanced (see :mod:`nbmemory.retrieval.excerpts`).
+
+        An item whose line says word for word what a better-ranked one's said, but
+        for the time (a cell run twice, a retried write), is left out; not a short
+        reply ("yes", "OK") nor a turn that only calls tools, which said again are
+        the next turn of the dialogue (see :meth:`_repeat_key`).  The kept ones are
         written oldest first so the conversation reads in order.  Each line is
         charged with the line break before it, and the prompt as written is counted
         again at the end (the lowest-ranked go while it is over), so
         ``token_counter(result) <= max_tokens`` for any counter; ``result.tokens`` is
-        that count.  ``result.dropped``,
-        ``result.shortened`` and ``result.repeated`` list the ids, and
-        ``result.report()`` says so in one line.
+        that count.  ``result.dropped``, ``result.shortened`` and ``result.repeated``
+        list the ids, and ``result.report()`` says so in one line.
         """
         budget = self.max_tokens if max_tokens is None else check_limit(max_tokens, "max_tokens")
         header = check_text(header, "header", allow_empty=True)
@@ -292,6 +289,7 @@ class Context:
         shortened: list[str] = []
         repeated: list[str] = []
         said: set[tuple[str, str]] = set()
+        excerpt: tuple[int, int, int] | None = None  # its place in kept, start, stop
         full = False
         for item in self.items:  # already best-first
             words = self._repeat_key(item)
@@ -304,17 +302,21 @@ class Context:
             line = self.format_item(item)
             cost = self._charge(line)
             if used + cost > budget:
-                full = True
-                line = self._excerpt(item, budget - used)
-                if not line:
+                found = None if excerpt else self._excerpt(item, budget - used)
+                if found is None:  # it and every item ranked below it are dropped
+                    full = True
                     dropped.append(item.id)
                     continue
+                line, start, stop = found
+                excerpt = (len(kept), start, stop)
                 cost = self._charge(line)
                 shortened.append(item.id)
             if words is not None:
                 said.add(words)
             kept.append((item, line))
             used += cost
+        if excerpt is not None:
+            self._start_earlier(kept, excerpt, budget - used)
         text = self._joined(header, kept)
         while kept and self.token_counter(text) > budget:
             # a counter for which lines cost more together than apart: the
@@ -347,30 +349,37 @@ class Context:
         ordered = sorted(kept, key=lambda pair: (pair[0].created_at, pair[0].id))
         return "\n".join(([header] if header else []) + [line for _, line in ordered])
 
-    def _excerpt(self, item: ContextItem, room: int) -> str:
-        """The item cut to ``room`` tokens ("" when under :data:`MIN_EXCERPT_TOKENS`):
-        from the passage that matched, else from its beginning, marked as cut."""
+    def _start_earlier(
+        self, kept: list[tuple[ContextItem, str]], excerpt: tuple[int, int, int], left: int
+    ) -> None:
+        """The excerpt ``kept[excerpt[0]]`` started earlier than its passage, with the
+        ``left`` tokens once the items ranked below it are in, when it runs to the
+        end of its text: they go to what leads up to the passage rather than unused
+        (an excerpt cut before its end had all the room it could take)."""
+        at, start, stop = excerpt
+        item, line = kept[at]
+        if not start or stop < len(item.text) or left <= 0:
+            return
+        room = left + self._charge(line)
+
+        def fits(line: str) -> bool:
+            return self._charge(line) <= room
+
+        earlier = start_earlier(self._lead(item), item.text, start, stop, fits)
+        if earlier is not None:
+            kept[at] = (item, earlier[0])
+
+    def _excerpt(self, item: ContextItem, room: int) -> tuple[str, int, int] | None:
+        """The item cut to ``room`` tokens, its line and the characters of its text it
+        holds (None when the room is under :data:`MIN_EXCERPT_TOKENS`): from the
+        passage that matched, else from its beginning, as far as fits (see
+        :mod:`nbmemory.retrieval.excerpts`)."""
         if room < MIN_EXCERPT_TOKENS:
-            return ""
+            return None
         text = item.text
         start = item.passage[0] if item.passage and item.content else 0
-        lead = self._lead(item) + ("… " if start else "")
-        tail = " … [excerpt]"
-        body = text[start:]
-        # the longest prefix of body that fits (the counter is any function of the text)
-        low, high = 0, len(body)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if self._charge(lead + _indented(body[:middle]) + tail) <= room:
-                low = middle
-            else:
-                high = middle - 1
-        if low == len(body):
-            return lead + _indented(body)
-        cut = body[:low]
-        space = cut.rfind(" ", max(0, low - 40))
-        cut = cut[:space] if space > 0 else cut
-        return lead + _indented(cut.rstrip()) + tail if cut.strip() else ""
+        found = cut_to_fit(self._lead(item), text, start, lambda x: self._charge(x) <= room)
+        return None if found is None else (found[0], start, found[1])
 
     def summary(self) -> str:
         counts = {s: len(self.by_strategy(s)) for s in STRATEGIES}
