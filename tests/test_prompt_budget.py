@@ -258,3 +258,10 @@ def test_an_excerpt_started_earlier_never_starts_at_a_closing_fence():
         prompt = _context(items).to_prompt(max_tokens=budget)
         _fence_lines(prompt)
         assert "… ```" not in prompt
+
+
+def test_a_prompt_without_a_memory_has_no_header_either():
+    assert _context([]).to_prompt() == "" and _context([]).to_prompt().tokens == 0
+    prompt = _context([_item(0, "a memory too long for ten tokens " * 3)]).to_prompt(max_tokens=10)
+    assert prompt == "" and prompt.dropped == ["m0"]
+    assert _context([_item(0, "hello")]).to_prompt().startswith("Memory:\n")

@@ -256,7 +256,8 @@ class Context:
         """The context as prompt text within ``max_tokens``: a whole number, 0 or more;
         None (the default) is the budget the context was built with (``get_context``'s
         ``max_tokens``, else ``Settings.max_memory_tokens``: 4096).  ``header`` is the
-        first line ("" for none; left out too when even it does not fit).
+        first line ("" for none; left out too when even it does not fit, or when no
+        memory is kept: the prompt is then "").
 
         Items go in best-ranked first; the first one that does not fit whole goes in
         as an excerpt (the passage that matched the query onwards, for a long memory
@@ -345,7 +346,10 @@ class Context:
 
     @staticmethod
     def _joined(header: str, kept: list[tuple[ContextItem, str]]) -> str:
-        """The prompt: the header, then the kept lines oldest first."""
+        """The prompt: the header, then the kept lines oldest first; "" when no line
+        is kept (a header over nothing is noise in an agent's prompt)."""
+        if not kept:
+            return ""
         ordered = sorted(kept, key=lambda pair: (pair[0].created_at, pair[0].id))
         return "\n".join(([header] if header else []) + [line for _, line in ordered])
 
