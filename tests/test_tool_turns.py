@@ -149,6 +149,18 @@ def test_the_turn_is_shown_with_its_calls_in_recent_context_and_prompt(mem):
     assert "get_weather(" in mem.get_event(ids["call"])._repr_html_()
 
 
+def test_a_tool_result_without_its_tools_name_is_named_after_the_call_it_answers(mem):
+    """Agents often log a result by its ``tool_call_id`` alone: it was written
+    ``tool: …`` while the call beside it said ``called get_weather(…)``."""
+    mem.add_event("s", "assistant", None, tool_calls=CALLS)
+    mem.add_event("s", "tool", "Sunny, 21 C", tool_call_id="call_1")
+    mem.add_event("s", "tool", "no call of this id", tool_call_id="call_9")
+    assert mem.flush()
+    lines = mem.get_context("s", None).to_prompt().splitlines()
+    assert any(line.endswith("tool get_weather: Sunny, 21 C") for line in lines), lines
+    assert any(line.endswith("tool: no call of this id") for line in lines), lines
+
+
 def test_a_turn_with_text_and_tool_calls_shows_both():
     assert turn_text("Let me check.", json.dumps(CALLS)) == f"Let me check. [{CALL_LINE}]"
     assert turn_text(None, json.dumps(CALLS)) == CALL_LINE

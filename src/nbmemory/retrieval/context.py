@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -480,11 +481,33 @@ def merge(
         add(record, "salience", position)
     for position, record in enumerate(recency):
         add(record, "recency", position).recency_rank = position + 1
+    _name_tool_results(items.values(), [*relevance, *salience, *recency])
     ranked = sorted(items.values(), key=ContextItem.sort_key)
     for rank, item in enumerate(ranked, start=1):
         item.strategies.sort(key=_PRIORITY.__getitem__)
         item.rank = rank
     return ranked
+
+
+def _name_tool_results(items: Iterable[ContextItem], records: list[dict[str, Any]]) -> None:
+    """Name the tool of a tool result stored without ``tool_name`` after the call it
+    answers (its ``tool_call_id``), when that call is in the context: the result
+    was written ``tool: …`` while the call beside it said ``called read_file(…)``."""
+    names: dict[str, str] = {}
+    for record in records:
+        try:
+            calls = json.loads(record.get("tool_calls_json") or "null")
+        except (TypeError, ValueError, RecursionError):
+            continue
+        for call in calls if isinstance(calls, list) else []:
+            spec = call.get("function", call) if isinstance(call, dict) else None
+            name = spec.get("name") if isinstance(spec, dict) else None
+            if isinstance(name, str) and name and isinstance(call.get("id"), str):
+                names[call["id"]] = name
+    answering = {r["id"]: r.get("tool_call_id") for r in records if r.get("role") == "tool"}
+    for item in items:
+        if item.role == "tool" and item.tool_name is None:
+            item.tool_name = names.get(answering.get(item.id) or "")
 
 
 def _text_table(frame: pd.DataFrame, max_colwidth: int) -> str:
