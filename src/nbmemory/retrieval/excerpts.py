@@ -69,7 +69,7 @@ def fences(text: str) -> list[Fence]:
             continue
         run, info = match.groups()
         if opened is None:
-            if run[0] != "`" or "`" not in info:  # a ``` info string has no backtick
+            if _opens(match):
                 opened = (start, start + match.end(1), bare.strip(), run)
         elif run[0] == opened[3][0] and len(run) >= len(opened[3]) and not info.strip():
             found.append(Fence(opened[0], opened[1], start, opened[2], opened[3]))
@@ -77,6 +77,12 @@ def fences(text: str) -> list[Fence]:
     if opened is not None:
         found.append(Fence(opened[0], opened[1], len(text), opened[2], opened[3]))
     return found
+
+
+def _opens(match: re.Match[str]) -> bool:
+    """Whether a fence line can open a block (a ``` info string has no backtick)."""
+    run, info = match.groups()
+    return run[0] != "`" or "`" not in info
 
 
 def render(lead: str, text: str, start: int, stop: int, blocks: list[Fence]) -> str:
@@ -108,7 +114,9 @@ def whole(lead: str, text: str) -> str:
     """The line of a memory written whole: a text that starts with a code fence
     starts on the next line, where the fence is one (after ``lead`` it is not, and
     its closing fence would open a block)."""
-    if any(b.open_start == 0 for b in fences(text)):
+    first = text.split("\n", 1)[0].splitlines()[:1]  # (only its first line is read)
+    match = _FENCE.fullmatch(first[0]) if first else None
+    if match is not None and _opens(match):
         return lead.rstrip() + indented("\n" + text)
     return lead + indented(text)
 
