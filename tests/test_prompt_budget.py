@@ -265,3 +265,45 @@ def test_a_prompt_without_a_memory_has_no_header_either():
     prompt = _context([_item(0, "a memory too long for ten tokens " * 3)]).to_prompt(max_tokens=10)
     assert prompt == "" and prompt.dropped == ["m0"]
     assert _context([_item(0, "hello")]).to_prompt().startswith("Memory:\n")
+
+
+def test_an_excerpt_of_a_passage_inside_its_text_leaves_room_for_the_items_below():
+    """An excerpt ran from its passage on as far as the room allowed, past the
+    passage into text no query matched, and the user's latest turn ranked below it
+    was dropped."""
+    before = "Background on how the deploy pipeline grew over the years. " * 40
+    passage = "The staging database host is db-staging-7.internal on port 6432. " * 3
+    after = "Unrelated notes about the office coffee machine and lunch plans. " * 40
+    text = before + passage + after
+    start = len(before)
+    items = [_item(0, text, passage=(start, start + len(passage)))]
+    items.append(_item(1, "ok, and the retry test fails now, can you look?", role="user"))
+    prompt = _context(items).to_prompt(max_tokens=200)
+    assert prompt.kept == ["m0", "m1"] and prompt.shortened == ["m0"], prompt.report()
+    assert "db-staging-7.internal" in prompt and "retry test fails" in prompt
+    assert prompt.tokens <= 200
+    # the room left once the turn is in goes to the text after the passage
+    assert "coffee machine" in prompt and prompt.tokens > 200 - 20
+
+
+def test_an_excerpt_of_a_code_line_keeps_its_indentation():
+    code = "def handler(event):\n" + "".join(
+        f"    value_{k} = compute(event, {k})\n" for k in range(60)
+    )
+    start = code.index("value_40")  # a passage starts at its first word-piece
+    items = [_item(0, code, passage=(start, len(code)))]
+    prompt = _context(items).to_prompt(max_tokens=120)
+    assert prompt.shortened == ["m0"]
+    assert "\n      value_41 = compute(event, 41)" in prompt  # 2 (the prompt's) + 4
+    assert "assistant: …\n      value_40 = compute(event, 40)\n" in prompt
+
+
+def test_a_memory_that_never_closes_its_code_block_is_closed_in_the_prompt():
+    """A paste cut short ("```python" and no closing fence) left every later line of
+    the prompt inside its code block."""
+    pasted = _item(0, "Here is the failing part:\n```python\ndef f(x):\n    return x +")
+    items = [pasted, _item(1, "Fixed it: the port is now 8443.", role="user")]
+    prompt = _context(items).to_prompt()
+    lines = _fence_lines(prompt)  # every block is closed
+    assert not any(inside for inside, line in lines if "the port is now 8443" in line)
+    assert prompt.tokens <= 4096

@@ -22,7 +22,7 @@ import pandas as pd
 from ..config import Settings
 from ..event_rows import turn_text
 from ..validation import check_limit, check_text, check_unit_interval
-from .excerpts import cut_to_fit, start_earlier, whole
+from .excerpts import cut_to_fit, line_start, start_earlier, whole
 
 
 def estimate_tokens(text: str) -> int:
@@ -261,14 +261,14 @@ class Context:
         memory is kept: the prompt is then "").
 
         Items go in best-ranked first; the first one that does not fit whole goes in
-        as an excerpt (the passage that matched the query onwards, for a long memory
-        relevance found; else its beginning) of what fits, and the items ranked below
-        it go on in whole while they fit: the first that does not is dropped with
-        every item below it, so the lowest-ranked go first, never a better one for a
-        worse one that is shorter (an excerpt of a passage near the end of its text
-        left most of the budget unused, with the user's latest turn dropped).  Room
-        still left then goes to the text before the passage.  An excerpt keeps its
-        code fences balanced (see :mod:`nbmemory.retrieval.excerpts`).
+        as an excerpt (for a long memory relevance found, the passage that matched the
+        query; else its beginning) of what fits, and the items ranked below it go on in
+        whole while they fit: the first that does not is dropped with every item below
+        it, so the lowest-ranked go first, never a better one for a worse one that is
+        shorter (an excerpt that ran on past its passage took the room of the user's
+        latest turn).  Room still left then goes to the text after the passage, then
+        to the text before it.  An excerpt keeps its code fences balanced (see
+        :mod:`nbmemory.retrieval.excerpts`).
 
         An item whose line says word for word what a better-ranked one's said, but
         for the time (a cell run twice, a retried write), is left out; not a short
@@ -318,7 +318,7 @@ class Context:
             kept.append((item, line))
             used += cost
         if excerpt is not None:
-            self._start_earlier(kept, excerpt, budget - used)
+            self._extend(kept, excerpt, budget - used)
         text = self._joined(header, kept)
         while kept and self.token_counter(text) > budget:
             # a counter for which lines cost more together than apart: the
@@ -354,36 +354,44 @@ class Context:
         ordered = sorted(kept, key=lambda pair: (pair[0].created_at, pair[0].id))
         return "\n".join(([header] if header else []) + [line for _, line in ordered])
 
-    def _start_earlier(
+    def _extend(
         self, kept: list[tuple[ContextItem, str]], excerpt: tuple[int, int, int], left: int
     ) -> None:
-        """The excerpt ``kept[excerpt[0]]`` started earlier than its passage, with the
-        ``left`` tokens once the items ranked below it are in, when it runs to the
-        end of its text: they go to what leads up to the passage rather than unused
-        (an excerpt cut before its end had all the room it could take)."""
+        """The excerpt ``kept[excerpt[0]]`` given the ``left`` tokens once the items
+        ranked below it are in: they go to the text after its stop, then, once it
+        runs to the end of its text, to what leads up to its start, rather than
+        unused."""
         at, start, stop = excerpt
         item, line = kept[at]
-        if not start or stop < len(item.text) or left <= 0:
-            return
         room = left + self._charge(line)
 
         def fits(line: str) -> bool:
             return self._charge(line) <= room
 
-        earlier = start_earlier(self._lead(item), item.text, start, stop, fits)
+        lead, text = self._lead(item), item.text
+        if left > 0 and stop < len(text):
+            longer = cut_to_fit(lead, text, start, fits)
+            if longer is not None and longer[1] > stop:
+                line, stop = longer
+                kept[at] = (item, line)
+        if not start or stop < len(text) or self._charge(line) >= room:
+            return
+        earlier = start_earlier(lead, text, start, stop, fits)
         if earlier is not None:
             kept[at] = (item, earlier[0])
 
     def _excerpt(self, item: ContextItem, room: int) -> tuple[str, int, int] | None:
         """The item cut to ``room`` tokens, its line and the characters of its text it
-        holds (None when the room is under :data:`MIN_EXCERPT_TOKENS`): from the
-        passage that matched, else from its beginning, as far as fits (see
-        :mod:`nbmemory.retrieval.excerpts`)."""
+        holds (None when the room is under :data:`MIN_EXCERPT_TOKENS`): the passage
+        that matched, from the beginning of its line to its end, else the text from
+        its beginning, as far as fits (see :mod:`nbmemory.retrieval.excerpts`)."""
         if room < MIN_EXCERPT_TOKENS:
             return None
         text = item.text
-        start = item.passage[0] if item.passage and item.content else 0
-        found = cut_to_fit(self._lead(item), text, start, lambda x: self._charge(x) <= room)
+        start, limit = 0, None
+        if item.passage and item.content:
+            start, limit = line_start(text, item.passage[0]), item.passage[1]
+        found = cut_to_fit(self._lead(item), text, start, lambda x: self._charge(x) <= room, limit)
         return None if found is None else (found[0], start, found[1])
 
     def summary(self) -> str:

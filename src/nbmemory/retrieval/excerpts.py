@@ -2,9 +2,11 @@
 
 An excerpt is ``text[start:stop]`` on the memory's line, marked: "… " where it
 starts after the text's beginning, " … [excerpt]" where it stops before its end.
-It starts at the passage that matched the query (else at the beginning) and runs
-as far as the room allows (:func:`cut_to_fit`); with room left once the memories
-ranked below it are in, it starts earlier (:func:`start_earlier`).
+It starts at the beginning of the line of the passage that matched the query (else
+at the text's beginning: :func:`line_start`) and runs to the passage's end, or less
+when the room is less (:func:`cut_to_fit`); with room left once the memories ranked
+below it are in, it runs on past the passage, then starts earlier
+(:func:`start_earlier`).
 
 Markdown code fences stay balanced: an excerpt cut inside a ```` ``` ```` block
 closes it before the mark (else the mark and every later memory line of the prompt
@@ -93,8 +95,8 @@ def render(lead: str, text: str, start: int, stop: int, blocks: list[Fence]) -> 
     inside = next((b for b in blocks if b.open_start < start < b.close_start), None)
     if inside is not None:  # the opening fence on a line of its own, as written
         head = f"{mark}\n{inside.opener}\n"
-    elif any(b.open_start == start for b in blocks):  # a fence starts a line
-        head = f"{mark}\n"
+    elif any(b.open_start == start for b in blocks) or _indents(text, start):
+        head = f"{mark}\n"  # a fence, or an indented line, starts a line of its own
     else:
         head = f"{mark} " if mark else ""
     cut = stop < len(text)
@@ -110,25 +112,46 @@ def render(lead: str, text: str, start: int, stop: int, blocks: list[Fence]) -> 
     return (lead.rstrip() if head[:1] == "\n" else lead) + indented(head + body + tail)
 
 
+def _indents(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` is an indented line (code, a nested list item)."""
+    return start > 0 and text[start - 1] == "\n" and text[start : start + 1] in (" ", "\t")
+
+
 def whole(lead: str, text: str) -> str:
     """The line of a memory written whole: a text that starts with a code fence
     starts on the next line, where the fence is one (after ``lead`` it is not, and
-    its closing fence would open a block)."""
+    its closing fence would open a block); a block the text opens and never closes
+    (a paste cut short) is closed after it, else every later line of the prompt
+    reads as code."""
     first = text.split("\n", 1)[0].splitlines()[:1]  # (only its first line is read)
     match = _FENCE.fullmatch(first[0]) if first else None
+    body = text
+    if "```" in text or "~~~" in text:  # (fences are looked for only then)
+        blocks = fences(text)
+        if blocks and blocks[-1].close_start == len(text):
+            body = text.rstrip() + "\n" + blocks[-1].run
     if match is not None and _opens(match):
-        return lead.rstrip() + indented("\n" + text)
-    return lead + indented(text)
+        return lead.rstrip() + indented("\n" + body)
+    return lead + indented(body)
+
+
+def line_start(text: str, start: int) -> int:
+    """``start``, or the beginning of its line when only blanks come before it there:
+    a passage starts at its first word-piece, after the indentation of a code line,
+    which an excerpt keeps."""
+    begin = text.rfind("\n", 0, start) + 1
+    return begin if not text[begin:start].strip() else start
 
 
 def cut_to_fit(
-    lead: str, text: str, start: int, fits: Callable[[str], bool]
+    lead: str, text: str, start: int, fits: Callable[[str], bool], limit: int | None = None
 ) -> tuple[str, int] | None:
-    """The longest excerpt from ``start`` whose line ``fits`` (the counter is any
-    function of the text: the stop is searched for), cut at a space when one is
-    near; its line and stop, or None when no word fits."""
+    """The longest excerpt from ``start`` to at most ``limit`` (the text's end when
+    None) whose line ``fits`` (the counter is any function of the text: the stop is
+    searched for), cut at a space when one is near and it does not stop at one
+    already; its line and stop, or None when no word fits."""
     blocks = fences(text)
-    low, high = start, len(text)
+    low, high = start, len(text) if limit is None else max(start, min(limit, len(text)))
     while low < high:
         middle = (low + high + 1) // 2
         if fits(render(lead, text, start, middle, blocks)):
@@ -136,7 +159,7 @@ def cut_to_fit(
         else:
             high = middle - 1
     stop = low
-    if stop < len(text):
+    if stop < len(text) and not text[stop].isspace() and not text[stop - 1].isspace():
         space = max(text.rfind(" ", max(start, stop - _SNAP_END), stop), start)
         snapped = len(text[start:space].rstrip()) + start
         if snapped > start and fits(line := render(lead, text, start, snapped, blocks)):
