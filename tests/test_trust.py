@@ -416,6 +416,38 @@ def test_opening_a_store_on_a_full_disk_works_and_reads(small_disk) -> None:
         filler.unlink()
 
 
+@pytest.mark.parametrize("free", [0, 4096, 10_000])
+def test_a_full_disk_in_shared_mode_loses_no_event_it_acknowledged(small_disk, free) -> None:
+    """Shared mode appends each event to a journal beside the store.  On a disk with
+    a few kB left, ``os.write`` wrote part of the line and ``add_event`` returned as
+    if the event were safe; the cut line then ran into the next one, and the next
+    drain dropped both: acknowledged events lost, no error anywhere.  With no room
+    at all the call raised the OS's own ``OSError``."""
+    from nbmemory.errors import DiskFull
+
+    path = str(small_disk / "agent.duckdb")
+    text = "log line: ERROR db timeout after 30s; retrying " * 125  # 6 kB, a journal line
+    with Memory(path, embedder="hash", shared=True, background_consolidation=False) as mem:
+        kept = [mem.add_event("s", "user", "before the disk filled").id]
+        assert mem.flush(timeout=HANG)
+        filler = _fill(small_disk)
+        os.truncate(filler, max(filler.stat().st_size - free, 0))
+        failures = []
+        for i in range(4):
+            try:
+                kept.append(mem.add_event("s", "tool", f"acked {i} {text}", tool_name="sh").id)
+            except DiskFull as exc:
+                failures.append(exc)
+        assert failures, "the disk never filled"
+        assert "\n" not in str(failures[0]) and "disk holding the store" in str(failures[0])
+        filler.unlink()
+        kept.append(mem.add_event("s", "user", "after the space came back").id)
+        assert mem.flush(timeout=HANG)
+        assert mem.events()["id"].tolist() == kept  # every acknowledged row, once
+    with Memory(path, embedder="hash", background_consolidation=False) as again:
+        assert again.events()["id"].tolist() == kept
+
+
 # -- 13. a damaged file is named as damaged, with the way back ----------------------------------
 def _stored(store_path: str) -> bytes:
     with Memory(store_path, embedder="hash", background_consolidation=False) as mem:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import itertools
 import json
 import logging
@@ -38,6 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ..errors import DiskFull, StoreError
 from . import processes
 
 try:
@@ -142,15 +144,18 @@ class Journal:
         self.folder = folder_of(store_path)
         self.name = f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}.jsonl"
         self.path = os.path.join(self.folder, self.name)
+        self.store_path = store_path
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         for attempt in range(3):  # another process may remove the empty folder meanwhile
-            os.makedirs(self.folder, exist_ok=True)
             try:
+                os.makedirs(self.folder, exist_ok=True)
                 self.fd = os.open(self.path, flags, 0o666)  # as the store: the umask decides
                 break
             except FileNotFoundError:
                 if attempt == 2:
                     raise
+            except OSError as exc:  # a full disk, a folder that cannot be written
+                raise _store_error(exc, store_path) from exc
         #: Held by an append and by a drain of this journal (threads of this process).
         self.lock = threading.Lock()
         #: Rows appended and not yet drained by this process (others may drain them).
@@ -167,9 +172,7 @@ class Journal:
                 raise OSError("the journal is closed")
             _exclusive(self.fd)
             try:
-                os.write(self.fd, line)
-                os.fsync(self.fd)
-                size = os.fstat(self.fd).st_size
+                size = _append_whole(self.fd, line, self.store_path)
             finally:
                 _unlock(self.fd)
             now = self.last_append = time.monotonic()
@@ -200,6 +203,43 @@ class Journal:
                     os.remove(self.path)
                 with contextlib.suppress(OSError):
                     os.rmdir(self.folder)  # only when no other journal is in it
+
+
+def _append_whole(fd: int, line: bytes, store_path: str) -> int:
+    """Append ``line`` whole and ``fsync`` it; the journal's size after it.
+
+    ``os.write`` may write part of a line (a disk filling up): the rest is written
+    until it is all there, and if that fails the journal is cut back to where the
+    line began, so no part of it stays to run into the next append's line (the two
+    would read as one damaged line, and that next event would be lost too), and the
+    call raises :class:`~nbmemory.errors.DiskFull` (or :class:`StoreError`) instead
+    of returning as if the event were safe.
+    """
+    start = os.fstat(fd).st_size  # under the flock: appends land here (O_APPEND)
+    try:
+        view = memoryview(line)
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            view = view[written:]
+        os.fsync(fd)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+            os.fsync(fd)
+        raise _store_error(exc, store_path) from exc
+    return start + len(line)
+
+
+def _store_error(exc: OSError, store_path: str) -> StoreError:
+    """An OS error of the journal as the one-line error a caller handles."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(store_path)
+    return StoreError(
+        f"cannot write the shared-mode journal beside {store_path} ({exc.strerror or exc}); "
+        "nothing of this call was stored: check the folder's permissions and space"
+    )
 
 
 def sweep(folder: str) -> None:
