@@ -156,3 +156,45 @@ def test_real_model_end_to_end(store_path, real_embedder):
         hits = mem.search("Which programming language does John like?", limit=2)
         assert hits["content"].iloc[0] == "My name is John and I love TypeScript"
         assert mem.status()["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_close_while_long_texts_embed_stops_after_the_model_call_in_hand(store_path):
+    """A round of 64 texts of 4,000 characters went to the model in one call; on a
+    busy machine it took minutes, ``close()`` gave up waiting after 10 s and freed the
+    model and the file under the running call (the process aborted at exit).  The
+    round now goes in calls of at most ``CALL_CHARS`` characters, and a worker told
+    to stop makes no further call: what it had not embedded stays pending."""
+    import threading
+
+    from nbmemory.retrieval.worker import CALL_CHARS
+
+    class Counting(GatedEmbedder):
+        chars: list[int] = []
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            self.chars.append(sum(len(text) for text in texts))
+            return super().embed(texts)
+
+    embedder = Counting()
+    texts = [
+        f"log {i}: " + "ERROR db timeout after 30s; retrying the request. " * 80 for i in range(64)
+    ]
+    mem = Memory(store_path, embedder=embedder)
+    try:
+        mem.add_events([{"session_id": "s", "role": "tool", "content": t} for t in texts])
+        embedder.entered.wait()  # the worker is inside its first call to the model
+        closing = threading.Thread(target=mem.close)
+        closing.start()
+        mem.worker._stopped.wait()  # told to stop while the call is in hand
+        embedder.gate.set()
+        closing.join(timeout=60)
+        assert not closing.is_alive()
+    finally:
+        embedder.gate.set()
+        mem.close()
+    assert embedder.calls == 1  # no call after the stop
+    assert embedder.chars[0] <= CALL_CHARS < sum(map(len, texts))  # a part of the round
+    with Memory(store_path, embedder="hash") as again:  # (the same 384 dimensions)
+        status = again.status()
+        assert status["pending"] + status["embedded"] >= len(texts)
+        assert again.flush() is True and again.status()["pending"] == 0

@@ -39,6 +39,13 @@ log = logging.getLogger(__name__)
 #: word-pieces): short texts sorted by length in a larger pool pad less.
 POOL_TEXTS = 1024
 POOL_CHARS = 131_072
+#: A round's texts go to the model in calls of at most this many characters (~8k
+#: word-pieces, two of the embedder's token batches), shortest first: a worker told
+#: to stop (``close()``, the end of the process) stops after the call in hand, not
+#: after a round of 64 long texts, which took minutes on a busy machine while
+#: ``close()`` waited 10 s, then freed the model and the file under it (the process
+#: aborted in ONNX Runtime at exit).
+CALL_CHARS = 32_768
 
 #: Per event, the character spans of its passages, or None for its whole text.
 Spans = list[list[tuple[int, int]] | None]
@@ -370,7 +377,7 @@ class EmbeddingWorker:
         texts = [item[1] for item in batch]
         try:
             pieces, spans, first = self._pieces(texts)
-            raw = self.embedder.embed(pieces)
+            embedded = self._embed(pieces)
         except Exception as exc:
             unavailable = model_unavailable(exc)
             if unavailable is not None:  # the model, not these texts: they stay pending
@@ -378,12 +385,11 @@ class EmbeddingWorker:
                 return
             self._isolate(batch, ids)
             return
-        self._model_works()
-        try:
-            vectors, piece_errors = check_vectors(raw, len(pieces), self.dim)
-        except Exception:
-            self._isolate(batch, ids)
+        if embedded is None:  # told to stop between two calls: the texts stay pending
+            with self._idle:
+                self._left.extend(batch)
             return
+        vectors, piece_errors = embedded
         ends = [*first[1:], len(pieces)]
         errors: dict[int, str] = {}
         for i in range(len(batch)):  # a text fails when one of its passages does
@@ -410,6 +416,35 @@ class EmbeddingWorker:
         if errors:
             self._write(self.write_errors, {ids[i]: message for i, message in errors.items()})
             self.failed += len(errors)
+
+    def _embed(self, pieces: list[str]) -> tuple[np.ndarray, dict[int, str]] | None:
+        """The checked vectors of ``pieces`` and {piece: error}, embedded shortest first
+        in calls of at most :data:`CALL_CHARS` characters; None when the worker was
+        told to stop between two calls."""
+        order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+        calls: list[list[int]] = [[]]
+        chars = 0
+        for i in order:
+            if calls[-1] and chars + len(pieces[i]) > CALL_CHARS:
+                calls.append([])
+                chars = 0
+            calls[-1].append(i)
+            chars += len(pieces[i])
+        vectors: np.ndarray | None = None
+        errors: dict[int, str] = {}
+        for call in calls:
+            if vectors is not None and self._stopping:
+                return None
+            raw = self.embedder.embed([pieces[i] for i in call])
+            self._model_works()
+            dim = self.dim if vectors is None else vectors.shape[1]
+            part, failed = check_vectors(raw, len(call), dim)
+            if vectors is None:
+                vectors = np.empty((len(pieces), part.shape[1]), dtype=np.float32)
+            vectors[call] = part
+            errors.update((call[row], message) for row, message in failed.items())
+        assert vectors is not None
+        return vectors, errors
 
     def _isolate(self, batch: list[tuple[str, str]], ids: list[str]) -> None:
         """A batch failed as a whole: record one text's error, or try them one by one."""
