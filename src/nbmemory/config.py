@@ -34,6 +34,8 @@ from .validation import (
     check_limit,
     check_unit_interval,
     is_number,
+    is_one_of,
+    shown,
 )
 
 #: The deepest ``max_json_depth`` may be: Python's json module recurses once a level.
@@ -169,8 +171,10 @@ class Settings:
     max_json_depth: int = MAX_JSON_DEPTH
 
     def __post_init__(self) -> None:
-        if self.profile not in PROFILES:
-            raise InvalidInput(f"unknown profile {self.profile!r}; profiles: {', '.join(PROFILES)}")
+        if not is_one_of(self.profile, PROFILES):
+            raise InvalidInput(
+                f"unknown profile {shown(self.profile)}; profiles: {', '.join(PROFILES)}"
+            )
         if self.relevance_threshold_explicit is None:
             object.__setattr__(
                 self, "relevance_threshold_explicit", self.relevance_threshold is not None

@@ -14,7 +14,7 @@ import math
 import numbers
 import os
 import reprlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,8 +52,30 @@ MAX_COUNT = 2**63 - 1
 
 
 def shown(value: Any) -> str:
-    """``repr(value)`` short enough for a one-line error (a nested or long value is cut)."""
-    return _REPR.repr(value)
+    """``repr(value)`` short enough for a one-line error (a nested or long value is
+    cut; an object whose repr takes several lines, a pandas Series or DataFrame, is
+    named by its type)."""
+    text = _REPR.repr(value)
+    if "\n" not in text:
+        return text
+    try:
+        size = f" of {len(value)}"
+    except Exception:  # no length, or one that fails
+        size = ""
+    return f"a {type(value).__name__}{size}"
+
+
+def check_choice(value: Any, choices: Sequence[str], what: str) -> str:
+    """``value`` when it is one of ``choices``; else :class:`InvalidInput` listing them."""
+    if not is_one_of(value, choices):
+        raise InvalidInput(f"unknown {what} {shown(value)}; {what}s: {', '.join(choices)}")
+    return str(value)
+
+
+def is_one_of(value: Any, choices: Any) -> bool:
+    """Whether ``value`` is one of the names ``choices``: a string first, so that an
+    array or ``pd.NA`` is a wrong value, not an error of the ``in`` test itself."""
+    return isinstance(value, str) and value in choices
 
 
 _REPR = reprlib.Repr()
@@ -229,7 +251,10 @@ def check_text(
             hint = f" (Settings.{setting}); shorten it, or raise the setting"
         else:
             hint = "; shorten it"
-        raise InvalidInput(f"{name} is {_size(size)}, over the {_size(max_bytes)} limit{hint}")
+        given, limit = _size(size), _size(max_bytes)
+        if given == limit:  # 1.0 MB over a 1.0 MB limit: the bytes say by how much
+            given, limit = f"{size:,} bytes", f"{max_bytes:,}"
+        raise InvalidInput(f"{name} is {given}, over the {limit} limit{hint}")
     return value
 
 

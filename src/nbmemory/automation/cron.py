@@ -78,9 +78,17 @@ def next_run(cron_expr: str, after: dt.datetime) -> dt.datetime:
 
     try:
         return croniter(cron_expr, after).get_next(dt.datetime)
+    except OverflowError:
+        raise NoNextRun(
+            f"schedule {cron_expr!r} has no run after {after:%Y-%m-%d %H:%M} before the year 10000"
+        ) from None
     except (ValueError, KeyError, TypeError, AttributeError):
         check_cron(cron_expr)  # raises InvalidInput saying what is wrong with it
         raise
+
+
+class NoNextRun(InvalidInput):
+    """A schedule whose next time is past the last one a date can hold (9999-12-31)."""
 
 
 def parse_schedule(text: Any, now: dt.datetime) -> Schedule:
@@ -146,7 +154,12 @@ def _parse_oneshot(words: str, original: str, now: dt.datetime) -> Schedule | No
         amount = _count(match.group(1))
         if amount < 1:
             raise InvalidInput(f"schedule {original!r}: the delay must be at least 1")
-        when = now + dt.timedelta(minutes=amount * _UNITS[match.group(2)])
+        try:
+            when = now + dt.timedelta(minutes=amount * _UNITS[match.group(2)])
+        except OverflowError:
+            raise InvalidInput(
+                f"schedule {original!r}: the delay reaches past the year 9999"
+            ) from None
         return Schedule(original, _cron_at(when), True, when)
     if words.startswith("in "):
         raise InvalidInput(

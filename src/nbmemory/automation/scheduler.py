@@ -19,8 +19,15 @@ import pandas as pd
 from ..core import Core
 from ..errors import InvalidInput, TaskNotFound
 from ..event_rows import new_id
-from ..validation import check_name, check_text, shown, to_utc, utcnow
-from .cron import next_run, parse_schedule
+from ..validation import (
+    check_name,
+    check_text,
+    is_one_of,
+    shown,
+    to_utc,
+    utcnow,
+)
+from .cron import NoNextRun, next_run, parse_schedule
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +65,7 @@ class Scheduler:
         )
         if not isinstance(trusted, bool):
             raise InvalidInput(f"trusted must be True or False, got {shown(trusted)}")
-        if source not in TASK_SOURCES:
+        if not is_one_of(source, TASK_SOURCES):
             raise InvalidInput(
                 f"source must be one of {', '.join(TASK_SOURCES)}, got {shown(source)}"
             )
@@ -181,6 +188,8 @@ class Scheduler:
             run = {**task, "due_at": due_at, "fired_at": now}
             try:
                 following = None if task["is_oneshot"] else next_run(task["cron_expr"], now)
+            except NoNextRun:  # its last run: no later time a date can hold
+                following = None
             except InvalidInput as exc:
                 fired.append({**self._set_aside(run, str(exc), ns), "approved": None})
                 continue

@@ -10,6 +10,7 @@ Facts are embedded lazily (the first time a query asks for relevant facts) so
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from ..validation import (
     check_name,
     check_text,
     check_unit_interval,
+    is_one_of,
     shown,
     utcnow,
 )
@@ -35,14 +37,28 @@ def fact_text(category: str, key: str, value: str) -> str:
     return f"{category} {key}: {value}"
 
 
+def _number_text(value: float) -> str:
+    """A number given as a fact's value, as text: NaN and infinity are a number gone
+    wrong, not a value to remember, and an int too long for ``str`` is refused with
+    the same :class:`InvalidInput` as any other bad value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput(f"value must be a finite number or text, got {value!r}")
+    try:
+        return str(value)
+    except ValueError:  # Python's limit on the digits of an int turned to text
+        raise InvalidInput(
+            "value is a number too long to store as text; store it as a string"
+        ) from None
+
+
 def check_fact(category: Any, key: Any, value: Any, source: Any) -> tuple[str, str, str, str]:
     """Validated ``(category, key, value, source)``; :class:`InvalidInput` names the bad one."""
     category = check_name(category, "category")
     key = check_name(key, "key")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
+        value = _number_text(value)
     value = check_text(value, "value", max_bytes=100_000)
-    if source not in FACT_SOURCES:
+    if not is_one_of(source, FACT_SOURCES):
         raise InvalidInput(
             f"source must be '' (not said) or one of {', '.join(FACT_SOURCES[1:])}, got "
             f"{shown(source)}"
@@ -119,7 +135,7 @@ class Facts:
         bytes from the file.
         """
         if not isinstance(history, bool):
-            raise InvalidInput(f"history must be True or False, got {history!r}")
+            raise InvalidInput(f"history must be True or False, got {shown(history)}")
         category = self._name(category, "category")
         key = self._name(key, "key")
         ns = self.core.ns(namespace)

@@ -10,6 +10,7 @@ session :data:`DEFAULT_MEMORY_SESSION` (``"memories"``).
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ from ..validation import (
     check_text,
     check_unit_interval,
     date_range,
+    is_one_of,
     parse_metadata,
     shown,
 )
@@ -221,6 +223,13 @@ class Memories:
             raise InvalidInput("pages() starts at the first row; leave out offset")
         cap = options.pop("limit", None)
         cap = None if cap is None else check_limit(cap, "limit")
+        verb = self.list if text is None else self.search
+        unknown = sorted(set(options) - set(inspect.signature(verb).parameters))
+        if unknown:  # said before the first page, not as list()'s own TypeError
+            raise InvalidInput(
+                f"pages() has no option {unknown[0]!r}; it takes those of "
+                f"memories.{verb.__name__}()"
+            )
         offset = 0
         while cap is None or offset < cap:
             take = size if cap is None else min(size, cap - offset)
@@ -254,7 +263,7 @@ class Memories:
         API's two scores; ``metric="distance"`` applies the threshold and ranking to
         the latter.  ``filters`` (session_id, graph_id, task_id, namespace) are honoured.
         """
-        if metric not in _METRICS:
+        if not is_one_of(metric, _METRICS):
             raise InvalidInput(f"metric must be one of {', '.join(_METRICS)}, got {shown(metric)}")
         if similarity_threshold is None:
             similarity_threshold = self.core.settings.similarity_threshold
@@ -427,9 +436,9 @@ class Memories:
             namespace = ns_value
         kinds = where.get("kind", list(MEMORY_KINDS))
         for kind in [kinds] if isinstance(kinds, str) else kinds:
-            if kind not in MEMORY_KINDS:
+            if not is_one_of(kind, MEMORY_KINDS):
                 raise InvalidInput(
-                    f"memories are of kind {' or '.join(MEMORY_KINDS)}, not {kind!r}"
+                    f"memories are of kind {' or '.join(MEMORY_KINDS)}, not {shown(kind)}"
                 )
         where["kind"] = kinds
         return self.core.ns(namespace), where

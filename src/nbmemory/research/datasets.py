@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,6 +124,8 @@ def _clean_evidence(raw: Any) -> list[str]:
 
 def read_locomo(path: str | os.PathLike[str]) -> LocomoConversation:
     """Parse one LoCoMo conversation file (no store involved)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidInput(f"path must be a LoCoMo file's path, got {type(path).__name__}")
     file = Path(path)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
@@ -204,6 +207,11 @@ def load_conversation(
     generated corpus, :mod:`nbmemory.research.corpora`) as events, as
     :func:`load_locomo` does: namespace ``<source>/<conversation id>`` unless
     given, event ids ``<source>:<conversation id>:<dia_id>``."""
+    if not isinstance(conversation, LocomoConversation):
+        raise InvalidInput(
+            "conversation must be a LocomoConversation (read_locomo(path), or a corpus's), "
+            f"got {type(conversation).__name__}"
+        )
     flush = check_flag(flush, "flush")
     ns = namespace or f"{source}/{conversation.conversation_id}"
     roles = {conversation.speakers[0]: "user", conversation.speakers[1]: "assistant"}
@@ -236,3 +244,19 @@ def load_conversation(
     if flush:
         memory.flush()
     return LoadedConversation(conversation, ns, event_ids)
+
+
+def conversations_of(loaded: Any) -> list[LoadedConversation]:
+    """``loaded`` (one :class:`LoadedConversation` or several) as a list; an
+    :class:`InvalidInput` saying what to pass for anything else."""
+    items = [loaded] if isinstance(loaded, LoadedConversation) else loaded
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        items = [items]
+    items = list(items)
+    wrong = next((item for item in items if not isinstance(item, LoadedConversation)), None)
+    if wrong is not None:
+        raise InvalidInput(
+            "give what load_locomo() or load_conversation() returned (one or a list), "
+            f"got {type(wrong).__name__}"
+        )
+    return items

@@ -30,7 +30,7 @@ from ..config import SIGNALS
 from ..errors import InvalidInput
 from ..retrieval.hybrid import HybridHit
 from ..retrieval.rerank import reranker_name
-from .datasets import LoadedConversation
+from .datasets import LoadedConversation, conversations_of
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -196,7 +196,7 @@ def evaluate_queries(
     ks = parse_ks(k)
     top = ks[-1]
     chosen = _chosen(strategies)
-    conversations = [loaded] if isinstance(loaded, LoadedConversation) else list(loaded)
+    conversations = conversations_of(loaded)
     # each question asked of every strategy in turn (its vector is embedded once,
     # then cached), the rows kept by conversation, then strategy, then question
     by_strategy: dict[tuple[int, str], list[dict[str, Any]]] = {}

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..errors import InvalidInput
+from ..validation import check_unit_interval
 from .frames import memories_frame
 from .thresholds import SPEC_THRESHOLDS, ThresholdSuggestion
 
@@ -128,6 +130,12 @@ def importance_histogram(
     ``cut`` defaults to the store's ``salience_threshold`` (0.8): the Memory's, or
     the one the frame was read against (its ``attrs``).
     """
+    if cut is not None:
+        cut = check_unit_interval(cut, "cut")
+    if by is not None and not isinstance(by, str):
+        raise InvalidInput(f"by must be a column name or None, got {type(by).__name__}")
+    if title is not None and not isinstance(title, str):
+        raise InvalidInput(f"title must be text or None, got {type(title).__name__}")
     if isinstance(data, pd.DataFrame):
         frame = data
         cut = frame.attrs.get("salience_threshold") if cut is None else cut

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..errors import InvalidInput
 from ..log.embeddings import MEMORY_FRAME_COLUMNS
-from .datasets import LoadedConversation
+from .datasets import LoadedConversation, conversations_of
 
 if TYPE_CHECKING:
     from .subject import MemoryLike as Memory
@@ -35,7 +35,7 @@ def labelled_similarities(
     the input of :func:`threshold_sweep` and of the histograms in
     :mod:`nbmemory.research.figures`.
     """
-    conversations = [loaded] if isinstance(loaded, LoadedConversation) else list(loaded)
+    conversations = conversations_of(loaded)
     frames = []
     for conv in conversations:
         queries = conv.queries()
@@ -69,9 +69,21 @@ def similarity_frame(
     here what it scores there, so a threshold tuned on these numbers is the one
     search applies.
     """
-    texts = [queries] if isinstance(queries, str) else list(queries)
+    texts = [queries] if isinstance(queries, str) else queries
+    if not isinstance(texts, (list, tuple, pd.Series, np.ndarray)) or not all(
+        isinstance(text, str) for text in texts
+    ):
+        raise InvalidInput("queries must be a text or a list of texts")
+    texts = list(texts)
     if not texts:
         raise InvalidInput("give at least one query")
+    if isinstance(relevant, pd.DataFrame) and "relevant_ids" not in relevant.columns:
+        raise InvalidInput("a relevant frame needs a relevant_ids column (a list of ids a row)")
+    if relevant is not None and not isinstance(relevant, (pd.DataFrame, list, tuple, pd.Series)):
+        raise InvalidInput(
+            "relevant must be a list of id collections, one per query, or a frame with "
+            "a relevant_ids column"
+        )
     ns = memory.core.ns(namespace)
     memories = memory.store.vectors.embedded_events(ns, memory.model_name, MEMORY_FRAME_COLUMNS)
     vectors = memory.embeddings.embed_queries(texts)

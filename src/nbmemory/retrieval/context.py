@@ -23,6 +23,7 @@ from ..config import Settings
 from ..event_rows import turn_text
 from ..validation import check_limit, check_text, check_unit_interval
 from .excerpts import cut_to_fit, line_start, start_earlier, whole
+from .token_count import count_tokens
 
 
 def estimate_tokens(text: str) -> int:
@@ -283,7 +284,7 @@ class Context:
         """
         budget = self.max_tokens if max_tokens is None else check_limit(max_tokens, "max_tokens")
         header = check_text(header, "header", allow_empty=True)
-        used = self.token_counter(header) if header else 0
+        used = count_tokens(self.token_counter, header) if header else 0
         if used > budget:
             header, used = "", 0
         kept: list[tuple[ContextItem, str]] = []
@@ -320,7 +321,7 @@ class Context:
         if excerpt is not None:
             self._extend(kept, excerpt, budget - used)
         text = self._joined(header, kept)
-        while kept and self.token_counter(text) > budget:
+        while kept and count_tokens(self.token_counter, text) > budget:
             # a counter for which lines cost more together than apart: the
             # lowest-ranked goes, until the prompt as written fits
             item, _ = kept.pop()
@@ -333,7 +334,7 @@ class Context:
             text,
             kept=[item.id for item, _ in ordered],
             dropped=dropped,
-            tokens=self.token_counter(text) if text else 0,
+            tokens=count_tokens(self.token_counter, text) if text else 0,
             budget=budget,
             shortened=shortened,
             repeated=repeated,
@@ -343,7 +344,7 @@ class Context:
         """What a line costs in the prompt: its tokens with the line break before it
         (the header's or the previous line's), so that ``token_counter(prompt)``
         stays within the budget for a counter that counts "\n" (``len``)."""
-        return self.token_counter("\n" + line)
+        return count_tokens(self.token_counter, "\n" + line)
 
     @staticmethod
     def _joined(header: str, kept: list[tuple[ContextItem, str]]) -> str:

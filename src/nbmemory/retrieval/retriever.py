@@ -28,6 +28,7 @@ from ..config import Settings
 from ..errors import EmbedderError, InvalidInput
 from ..store import READ_COLUMNS, Store
 from ..validation import (
+    check_choice,
     check_flag,
     check_limit,
     check_name,
@@ -115,7 +116,7 @@ class Retriever:
         return self.embedder.name
 
     # -- the query ------------------------------------------------------------------------
-    def _settings_of(self, settings: Any) -> Settings:
+    def settings_of(self, settings: Any) -> Settings:
         """The settings of one call: those given (checked), else the store's."""
         if settings is None:
             return self._settings()
@@ -181,15 +182,11 @@ class Retriever:
         With a reranker, the best ``rerank_top_n`` candidates are re-ordered by
         its score (the ``rerank_score`` column; ``score`` stays the first stage's).
         """
-        s = self._settings_of(settings)
+        s = self.settings_of(settings)
         limit = check_limit(limit, "limit")
         if threshold is not None:
             threshold = check_unit_interval(threshold, "threshold", low=-1.0)
-        mode = s.search_mode if mode is None else mode
-        if mode not in SEARCH_MODES:
-            raise InvalidInput(
-                f"unknown search mode {shown(mode)}; modes: {', '.join(SEARCH_MODES)}"
-            )
+        mode = check_choice(s.search_mode if mode is None else mode, SEARCH_MODES, "search mode")
         flt = scope_filters(filters, session_id=session_id, role=role, kind=kind)
         start, end = date_range(since, until)
         ns = self._namespace(namespace)
@@ -242,7 +239,7 @@ class Retriever:
         about a third of its time."""
         if mode not in ("hybrid", "keyword"):
             raise InvalidInput(f"ranked() ranks in hybrid or keyword mode, not {shown(mode)}")
-        s = self._settings_of(settings)
+        s = self.settings_of(settings)
         ns = self._namespace(namespace)
         limit = check_limit(limit, "limit")
         hybrid = mode == "hybrid"
@@ -316,7 +313,7 @@ class Retriever:
         keyword_pass: float | None = None,
     ) -> list[HybridHit]:
         """Keyword or hybrid ranking from the in-memory indexes."""
-        s = self._settings_of(settings)
+        s = self.settings_of(settings)
         vectors = self.indexes.searcher(self.model, namespace)
         keywords = self.indexes.keywords()
         if mode == "keyword":
@@ -353,7 +350,7 @@ class Retriever:
     ) -> Candidates | None:
         """The candidates hybrid ``search`` scores for ``query``, with their features
         (what :func:`nbmemory.research.fitting.fit_weights` learns from)."""
-        s = self._settings_of(settings)
+        s = self.settings_of(settings)
         return find_candidates(
             self.indexes.searcher(self.model, self._namespace(namespace)), self.indexes.keywords(),
             query, self.embed_query(query), namespace=self._namespace(namespace), floor=floor,
@@ -408,7 +405,7 @@ class Retriever:
         ``explain=True`` also collects the near misses (candidates just under a
         threshold) in ``context.near_misses``.
         """
-        s = self._settings_of(settings)
+        s = self.settings_of(settings)
         session_id = check_name(session_id, "session_id")
         explain = check_flag(explain, "explain")
         ns = self._namespace(namespace)

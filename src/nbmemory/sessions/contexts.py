@@ -30,9 +30,9 @@ from typing import Any
 
 from ..config import Settings
 from ..core import Core
-from ..retrieval.context import Context, ContextItem, merge
+from ..retrieval.context import Context, ContextItem, context_parameters, merge
 from ..store.changes import Change
-from ..validation import check_name
+from ..validation import check_flag, check_name, check_text
 from .context_cache import ContextCache
 from .context_record import OPTIONS, ContextRecords
 
@@ -145,6 +145,12 @@ class SessionContexts:
             "max_tokens": max_tokens,
             "explain": explain,
         }
+        # checked before the cache is looked up: a key compared with an array or
+        # pd.NA in it raised the comparison's own error, not the option's
+        context_parameters(self.core.retriever.settings_of(settings), **options)
+        check_flag(explain, "explain")
+        if query is not None:
+            check_text(query, "query")
         if self.core.store.in_transaction:  # it sees rows not committed (nor announced) yet
             context = self.core.retriever.get_context(
                 session_id, query, namespace=ns, settings=settings, **options
