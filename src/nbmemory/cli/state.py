@@ -6,7 +6,7 @@
     nbmemory state cleanup [--namespace NS] [--dry-run]
     nbmemory state delete  --session-id ID [--namespace NS] [--with-events | --forget]
     nbmemory state forget  --user ID [--namespace NS]
-    nbmemory state export  --output FILE [--session-id ID] [--namespace NS]
+    nbmemory state export  --output FILE [--session-id ID] [--namespace NS] [--force]
     nbmemory state import  --input FILE [--namespace NS]
     nbmemory memory sync   --file AGENTS.md [--namespace NS]
     nbmemory memory learn  --section S --text T [--file AGENTS.md] [--namespace NS]
@@ -192,6 +192,7 @@ def cmd_state_export(args: argparse.Namespace) -> int:
             session_id=args.session_id,
             namespace=_session_namespace(mem, args),
             progress=True,
+            overwrite=args.force,
         )
     scope = f"session {args.session_id!r} of " if args.session_id else ""
     print(
@@ -474,6 +475,11 @@ def add_commands(sub: Any) -> None:
     _common(export)
     export.add_argument("--output", required=True, help="JSON file to write")
     export.add_argument("--session-id", default=None, help="only this session")
+    export.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing file that is not an export (never a database)",
+    )
     export.set_defaults(func=cmd_state_export)
 
     importer = state_sub.add_parser("import", help="import a JSON export")

@@ -506,7 +506,7 @@ class MemoryMagics(Magics):
 
     def _memory_export(self, args: argparse.Namespace) -> Any:
         return self.memory.transfer.export_json(
-            args.path, session_id=args.session, namespace=args.namespace
+            args.path, session_id=args.session, namespace=args.namespace, overwrite=args.force
         )
 
     def _memory_import(self, args: argparse.Namespace) -> Any:

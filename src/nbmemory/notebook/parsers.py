@@ -210,6 +210,9 @@ _EXPORT = _SUB.add_parser("export", help="write memories to a JSON file")
 _EXPORT.add_argument("path", help="JSON file to write")
 _EXPORT.add_argument("--session", help="only this session")
 _EXPORT.add_argument("--namespace", help="only this namespace")
+_EXPORT.add_argument(
+    "--force", action="store_true", help="replace a file that is not an export (never a database)"
+)
 _IMPORT = _SUB.add_parser("import", help="read memories from a JSON file written by export")
 _IMPORT.add_argument("path", help="JSON file to read")
 _IMPORT.add_argument("--namespace", help="import into this namespace")

@@ -76,7 +76,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -104,6 +103,7 @@ from ..validation import (
     vector_problem,
 )
 from ..version import __version__
+from .export_target import check_export_target, write_export
 from .json_tables import TABLES, export_tables, insert_tables, read_tables
 
 FORMAT = "nbmemory.export"
@@ -161,11 +161,14 @@ def export_json(
     namespace: str,
     session_id: str | None = None,
     progress: bool = False,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Write one namespace (or one session of it) to ``path``; returns a summary."""
+    """Write one namespace (or one session of it) to ``path``; returns a summary.
+    ``path`` may be a new file or an earlier export (see :mod:`.export_target`)."""
     target = Path(check_path(path)).expanduser()
     if not target.parent.is_dir():
         raise InvalidInput(f"cannot write {target}: the folder {target.parent} does not exist")
+    check_export_target(core, target, overwrite=overwrite)
     where = {"session_id": session_id} if session_id is not None else None
     frame = core.store.events.frame(  # in insertion order: import keeps the turns' order
         namespace=namespace, filters=where, order="created_at, seq", with_embedding=True
@@ -201,7 +204,7 @@ def export_json(
         "sessions": sessions_out,
         **tables,
     }
-    _write_atomically(target, document)
+    write_export(target, document)
     summary = {
         "path": str(target),
         "namespace": namespace,
@@ -242,20 +245,6 @@ def _export_event(
         ]
     item["importance"] = float(item["importance"])
     return item
-
-
-def _write_atomically(target: Path, document: dict[str, Any]) -> None:
-    handle, temp = tempfile.mkstemp(prefix=".nbmemory-export-", dir=target.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(document, stream, ensure_ascii=False, allow_nan=False, indent=1)
-            stream.write("\n")
-        os.replace(temp, target)
-    except BaseException as exc:
-        Path(temp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise InvalidInput(f"cannot write {shown(str(target))}: {exc.strerror}") from None
-        raise
 
 
 # -- import ----------------------------------------------------------------------------
@@ -570,10 +559,13 @@ class Transfer:
         session_id: str | None = None,
         namespace: str | None = None,
         progress: bool = False,
+        overwrite: bool = False,
     ) -> dict[str, Any]:
         """Write a session or a whole namespace (embeddings included) to a JSON file.
 
         The format is documented in :mod:`nbmemory.transfer.json_files`; returns a summary dict.
+        ``path`` may be a new file or an earlier export; another file is replaced only with
+        ``overwrite=True``, and a database (the store's own file above all) never.
         """
         return export_json(
             self.core,
@@ -581,6 +573,7 @@ class Transfer:
             namespace=self.core.ns(namespace),
             session_id=None if session_id is None else check_name(session_id, "session_id"),
             progress=check_flag(progress, "progress"),
+            overwrite=check_flag(overwrite, "overwrite"),
         )
 
     def import_json(

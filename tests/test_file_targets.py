@@ -1,0 +1,123 @@
+"""Files nbmemory is pointed at that are not its own: the store itself, a CSV, a SQLite
+or another application's DuckDB file, a path DuckDB would open as an in-memory
+database.  Each is refused in one line that says what to do, before a byte is
+written: the file's bytes are the same after the call."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+import duckdb
+import pytest
+from IPython.core.error import UsageError
+
+from nbmemory import InvalidInput, Memory
+from nbmemory.cli import main
+
+
+def digest(path: Path | str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def others(tmp_path: Path) -> dict[str, Path]:
+    """Files of other applications: a CSV, a SQLite database, a DuckDB database."""
+    csv = tmp_path / "data.csv"
+    csv.write_text("a,b\n1,2\n", encoding="utf-8")
+    lite = tmp_path / "app.sqlite"
+    with sqlite3.connect(lite) as con:
+        con.execute("CREATE TABLE t (x)")
+        con.execute("INSERT INTO t VALUES (1)")
+    con.close()
+    crm = tmp_path / "crm.duckdb"
+    with duckdb.connect(str(crm)) as db:
+        db.execute("CREATE TABLE customers (x INT)")
+    return {"csv": csv, "sqlite": lite, "duckdb": crm}
+
+
+# -- export ----------------------------------------------------------------------------
+def test_export_refuses_the_store_own_file_and_its_wal(mem: Memory, store_path: str) -> None:
+    mem.add_event("s1", "user", "before the export")
+    mem.flush()
+    before = digest(store_path)
+    for target in (store_path, store_path + ".wal"):
+        with pytest.raises(InvalidInput, match="this store's own file.*export.json"):
+            mem.transfer.export_json(target)
+    assert digest(store_path) == before
+    mem.add_event("s1", "user", "after the export")
+    mem.close()
+    with Memory(store_path, embedder="hash") as again:  # nothing was lost
+        assert len(again.events()) == 2
+
+
+def test_export_refuses_databases_and_needs_overwrite_for_other_files(
+    mem: Memory, others: dict[str, Path], tmp_path: Path
+) -> None:
+    mem.add_event("s1", "user", "hello")
+    for kind in ("sqlite", "duckdb"):
+        before = digest(others[kind])
+        for overwrite in (False, True):
+            with pytest.raises(InvalidInput, match="never replaces one.*ending in .json"):
+                mem.transfer.export_json(others[kind], overwrite=overwrite)
+        assert digest(others[kind]) == before
+    with pytest.raises(InvalidInput, match="named like a database"):
+        mem.transfer.export_json(tmp_path / "new.duckdb")  # JSON under a database's name
+    assert not (tmp_path / "new.duckdb").exists()
+    before = digest(others["csv"])
+    with pytest.raises(InvalidInput, match="not an nbmemory export.*overwrite=True"):
+        mem.transfer.export_json(others["csv"])
+    assert digest(others["csv"]) == before
+    assert mem.transfer.export_json(others["csv"], overwrite=True)["events"] == 1
+    assert json.loads(others["csv"].read_text(encoding="utf-8"))["format"] == "nbmemory.export"
+
+
+def test_export_replaces_an_earlier_export_and_an_empty_file(mem: Memory, tmp_path: Path) -> None:
+    file = tmp_path / "backup.json"
+    mem.add_event("s1", "user", "one")
+    assert mem.transfer.export_json(file)["events"] == 1
+    mem.add_event("s1", "user", "two")
+    assert mem.transfer.export_json(file)["events"] == 2  # an export of ours is replaced
+    empty = tmp_path / "made-by-mkstemp"
+    empty.write_bytes(b"")
+    assert mem.transfer.export_json(empty)["events"] == 2
+
+
+def test_cli_export_refuses_the_store_and_other_files(
+    capsys, tmp_path: Path, others: dict[str, Path]
+) -> None:
+    store = str(tmp_path / "agent.duckdb")
+    with Memory(store, embedder="hash") as mem:
+        mem.add_event("s", "user", "hello")
+    for target in (store, str(others["duckdb"]), str(others["csv"])):
+        before = digest(target)
+        code, out, err = cli(capsys, "state", "export", "--store", store, "--output", target)
+        assert code == 1 and out == "" and err.count("\n") == 1 and "nothing was written" in err
+        assert digest(target) == before
+    code, _, _ = cli(
+        capsys, "state", "export", "--store", store, "--output", str(others["csv"]), "--force"
+    )
+    assert code == 0 and others["csv"].read_text(encoding="utf-8").startswith("{")
+
+
+def test_magic_export_refuses_the_store_file(ip, magics, tmp_path: Path) -> None:
+    ip.run_cell_magic("remember", "", "kept")
+    store = magics.path
+    magics.memory.flush()
+    before = digest(store)
+    with pytest.raises(UsageError, match="this store's own file"):
+        ip.run_line_magic("memory", f"export {store}")
+    assert digest(store) == before
+    csv = tmp_path / "data.csv"
+    csv.write_text("a\n1\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="--force"):
+        ip.run_line_magic("memory", f"export {csv}")
+    assert ip.run_line_magic("memory", f"export {csv} --force")["events"] == 1
