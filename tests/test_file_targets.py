@@ -16,6 +16,7 @@ from IPython.core.error import UsageError
 
 from nbmemory import InvalidInput, Memory
 from nbmemory.cli import main
+from nbmemory.errors import StoreError
 
 
 def digest(path: Path | str) -> str:
@@ -121,3 +122,48 @@ def test_magic_export_refuses_the_store_file(ip, magics, tmp_path: Path) -> None
     with pytest.raises(UsageError, match="--force"):
         ip.run_line_magic("memory", f"export {csv}")
     assert ip.run_line_magic("memory", f"export {csv} --force")["events"] == 1
+
+
+# -- store paths -----------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["data.csv", "big.TSV", "export.json", "t.parquet", "l.jsonl.gz"])
+@pytest.mark.parametrize("adopt", [False, True])
+def test_a_name_duckdb_reads_as_a_table_is_no_store(tmp_path: Path, name: str, adopt: bool) -> None:
+    """DuckDB 2.x opens an existing ``data.csv`` (not a DuckDB file) as an in-memory
+    database with a view of it: every write would be lost at close."""
+    file = tmp_path / name
+    file.write_text("a,b\n" + "1,2\n" * 5000, encoding="utf-8")
+    before = digest(file)
+    for read_only in (False, True):
+        if adopt and read_only:
+            continue
+        with pytest.raises(StoreError, match=r"reads as a table.*such as agent.duckdb"):
+            Memory(str(file), embedder="hash", adopt=adopt, read_only=read_only)
+    assert digest(file) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    with pytest.raises(StoreError, match="reads as a table"):  # nor a new store of that name
+        Memory(str(tmp_path / "new.csv"), embedder="hash")
+    assert not (tmp_path / "new.csv").exists()
+
+
+def test_a_duckdb_store_under_a_table_name_still_opens(tmp_path: Path) -> None:
+    """A store made under such a name (by DuckDB 1.x or renamed) is a database: kept."""
+    with Memory(str(tmp_path / "agent.duckdb"), embedder="hash") as mem:
+        mem.add_event("s", "user", "kept")
+    (tmp_path / "agent.duckdb").rename(tmp_path / "memories.json")
+    with Memory(str(tmp_path / "memories.json"), embedder="hash") as mem:
+        assert mem.events()["content"].tolist() == ["kept"]
+
+
+def test_a_store_path_ending_with_a_slash_creates_nothing(capsys, tmp_path: Path) -> None:
+    path = str(tmp_path / "x.duckdb") + "/"
+    with pytest.raises(StoreError, match=r"ends with '/'.*pass a file name"):
+        Memory(path, embedder="hash")
+    assert list(tmp_path.iterdir()) == []
+    backup = tmp_path / "backup.json"
+    with Memory(":memory:", embedder="hash") as mem:
+        mem.add_event("s", "user", "hello")
+        mem.transfer.export_json(backup)
+    for store, words in ((path, "pass a file name"), (str(tmp_path / "d.csv"), "as a table")):
+        code, _, err = cli(capsys, "state", "import", "--store", store, "--input", str(backup))
+        assert code == 1 and err.count("\n") == 1 and words in err and "Traceback" not in err
+        assert [p.name for p in tmp_path.iterdir()] == ["backup.json"]

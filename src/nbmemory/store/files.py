@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from ..errors import DiskFull, StoreDamaged, StoreError, StoreLocked, WalNotReplayable
+from ..file_kinds import HEAD_BYTES, SQLITE_MAGIC, database_kind, read_as_table
 from . import processes
 
 _PID_RE = re.compile(r"PID (\d+)")
@@ -83,16 +84,17 @@ def first_line(message: str) -> str:
     return message.strip().splitlines()[0] if message.strip() else message
 
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
 def check_store_path(path: str, *, read_only: bool = False) -> None:
     """Refuse, with a one-line :class:`StoreError`, a path that cannot be a store file.
 
     Checked before DuckDB sees the path: an empty path (DuckDB would silently open
-    a private in-memory database: memories lost at exit), a NUL byte, a missing or
-    unwritable parent directory, a directory, and a SQLite file (DuckDB would try
-    to download its sqlite extension to open it).  Nothing is created or changed.
+    a private in-memory database: memories lost at exit), a NUL byte, a path that
+    ends with a separator (DuckDB created the file, then failed on it), a missing or
+    unwritable parent directory, a directory, a SQLite file (DuckDB would try to
+    download its sqlite extension to open it), and a name DuckDB reads as a table
+    (``data.csv``, ``export.json``: an existing file of that name that is not a DuckDB
+    database is opened as an in-memory database with a view of it -- every write lost
+    at close).  Nothing is created or changed.
     """
     if not path.strip():
         raise StoreError(
@@ -101,6 +103,11 @@ def check_store_path(path: str, *, read_only: bool = False) -> None:
         )
     if "\x00" in path:
         raise StoreError(f"the store path {path!r} contains a NUL byte; pass a valid file name")
+    if path.endswith(("/", os.sep)) and not os.path.isdir(path):
+        raise StoreError(
+            f"the store path {path} ends with {path[-1]!r}, as a folder's would; "
+            f"pass a file name ({path.rstrip('/' + os.sep) or 'nbmemory.duckdb'})"
+        )
     try:
         target = Path(path)  # a leading ~ was expanded where the path came in
         parent = target.resolve().parent
@@ -126,14 +133,29 @@ def check_store_path(path: str, *, read_only: bool = False) -> None:
                 "Pass a path in a writable directory (Memory('~/agent.duckdb'))."
             )
         if exists and target.is_file():
-            head = read_span(target, 0, len(_SQLITE_MAGIC))  # another Memory may hold it
-            if head == _SQLITE_MAGIC:
+            head = read_span(target, 0, len(SQLITE_MAGIC))  # another Memory may hold it
+            if head == SQLITE_MAGIC:
                 raise StoreError(
                     f"{path} is a SQLite database, not a DuckDB store; nothing was changed. "
                     "Import it with Memory(...).import_sqlite(path) or `nbmemory import-sqlite`."
                 )
+        _check_not_a_table(path)
     except OSError as exc:
         raise StoreError(f"cannot use {path!r} as a store: {exc.strerror or exc}") from None
+
+
+def _check_not_a_table(path: str) -> None:
+    """Refuse a name DuckDB reads as a table (:func:`nbmemory.file_kinds.read_as_table`)
+    unless the file is a DuckDB database already (DuckDB then opens it as one)."""
+    suffix = read_as_table(path)
+    if suffix is None or database_kind(read_span(path, 0, HEAD_BYTES)) == "DuckDB":
+        return
+    hint = "; load an export with import_json" if ".json" in suffix.lower() else ""
+    raise StoreError(
+        f"{path} is named *{suffix}, which DuckDB reads as a table, not as a database: "
+        f"what the store keeps would be lost at close; nothing was changed. Pass a store "
+        f"file name such as agent.duckdb{hint}"
+    )
 
 
 #: How much WAL a store lets grow before DuckDB checkpoints (DuckDB's default: 16 MB).
