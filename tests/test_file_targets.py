@@ -167,3 +167,42 @@ def test_a_store_path_ending_with_a_slash_creates_nothing(capsys, tmp_path: Path
         code, _, err = cli(capsys, "state", "import", "--store", store, "--input", str(backup))
         assert code == 1 and err.count("\n") == 1 and words in err and "Traceback" not in err
         assert [p.name for p in tmp_path.iterdir()] == ["backup.json"]
+
+
+# -- learnings -------------------------------------------------------------------------
+def test_a_learning_goes_only_into_a_markdown_or_text_file(
+    capsys, mem: Memory, store_path: str, others: dict[str, Path], tmp_path: Path
+) -> None:
+    mem.flush()
+    py = tmp_path / "app.py"
+    py.write_text("print(1)\n", encoding="utf-8")
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"\x00\x01binary")
+    cases = {
+        Path(store_path): "a DuckDB database",
+        others["duckdb"]: "a DuckDB database",
+        others["sqlite"]: "a SQLite database",
+        others["csv"]: "a .csv file, not Markdown",
+        py: "a .py file, not Markdown",
+        blob: "not a text file",
+    }
+    for file, reason in cases.items():
+        before = digest(file)
+        with pytest.raises(InvalidInput, match=f"{reason}.*such as AGENTS.md"):
+            mem.agents_md.add_learning("Prefs", "short answers", path=file)
+        assert digest(file) == before
+    with pytest.raises(InvalidInput, match="named like a database"):
+        mem.agents_md.add_learning("Prefs", "short answers", path=tmp_path / "new.sqlite")
+    assert not (tmp_path / "new.sqlite").exists()
+    rules = tmp_path / ".cursorrules"  # a text file with no suffix is fine
+    rules.write_text("# Rules\n", encoding="utf-8")
+    assert mem.agents_md.add_learning("Prefs", "short answers", path=rules).learning
+    assert "- short answers" in rules.read_text(encoding="utf-8")
+    mem.close()
+    before = digest(others["csv"])
+    code, out, err = cli(
+        capsys, "memory", "learn", "--store", store_path, "--section", "Prefs", "--text", "x",
+        "--file", str(others["csv"]),
+    )  # fmt: skip
+    assert code == 1 and err.count("\n") == 1 and "not Markdown" in err
+    assert digest(others["csv"]) == before

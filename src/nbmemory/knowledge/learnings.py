@@ -26,15 +26,46 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 from ..atomic import write_text_atomically
 from ..core import Core
 from ..errors import InvalidInput
+from ..file_kinds import HEAD_BYTES, database_kind, is_binary, named_like_database
 from ..redaction import check_ingestable
+from ..store.files import read_span
 from ..validation import MAX_NAME_BYTES, check_path, check_text, shown
 from .agents_md import SyncResult, read_agents_file, scan_lines, section_id, sync
 
 _WRITING = threading.Lock()
+
+#: The names of a file a learning may be appended to: Markdown or plain text (a file
+#: with no suffix, such as ``.cursorrules``, too).  Any other (``data.csv``, ``app.py``,
+#: ``agent.duckdb``) is another program's: Markdown appended to it would break it.
+TEXT_SUFFIXES = frozenset({"", ".md", ".markdown", ".mdx", ".mdc", ".txt"})
+
+
+def check_learning_file(file: Path) -> None:
+    """Refuse, before anything is written, a file a learning must not be appended to: a
+    name that is not Markdown or text, a database (the store's own file among them), a
+    binary file.  Its first bytes are read through the store layer, which keeps DuckDB's
+    lock of a store this process has open."""
+    head = read_span(file, 0, HEAD_BYTES) if file.is_file() else None
+    kind = database_kind(head)
+    if kind is not None or named_like_database(file):
+        raise InvalidInput(
+            f"{file} is {f'a {kind} database' if kind else 'named like a database'}; "
+            "nothing was written. Pass a Markdown file such as AGENTS.md"
+        )
+    if file.suffix.lower() not in TEXT_SUFFIXES:
+        raise InvalidInput(
+            f"{file} is a {file.suffix} file, not Markdown; nothing was written. "
+            "Pass a Markdown file such as AGENTS.md"
+        )
+    if is_binary(head):
+        raise InvalidInput(
+            f"{file} is not a text file; nothing was written. Pass a Markdown file such as AGENTS.md"
+        )
 
 
 def append_learning(markdown: str, section: str, text: str) -> tuple[str, str]:
@@ -133,6 +164,7 @@ class Learnings:
             raise InvalidInput("this store is read-only; open it writable to add a learning")
         default = self.core.settings.agents_file or "AGENTS.md"
         file = check_ingestable(check_path(default if path is None else path)).resolve()
+        check_learning_file(file)
         safe_section, hidden_in_section = self.core.redact(section.strip())
         safe_text, hidden = self.core.redact(text)
         with _WRITING:
