@@ -129,6 +129,25 @@ def test_add_events_is_all_or_nothing(mem):
     assert mem.events().empty
 
 
+def test_add_events_with_an_id_already_stored_writes_nothing(mem, store_path):
+    mem.add_events([{"id": "a1", "session_id": "s", "role": "user", "content": "first"}])
+    mem.flush()
+    before = mem.store.fetchall("SELECT count(*) FROM audit_log")
+    again = [
+        [{"id": "new", "session_id": "s", "role": "user", "content": "x"},
+         {"id": "a1", "session_id": "s", "role": "user", "content": "again"}],
+        pd.DataFrame({"id": ["a1"], "session_id": ["s"], "role": ["user"], "content": ["y"]}),
+        [{"id": "a1", "session_id": "s", "role": "user", "content": "z", "namespace": "other"}],
+    ]  # fmt: skip
+    for rows in again:
+        with pytest.raises(InvalidInput, match="id 'a1' is already stored.*Leave the id out"):
+            mem.add_events(rows)
+    assert mem.events(filters=None)["id"].tolist() == ["a1"]
+    assert mem.events(namespace="other").empty
+    assert mem.store.fetchall("SELECT count(*) FROM audit_log") == before
+    assert mem.add_events([{"session_id": "s", "role": "user", "content": "still works"}])
+
+
 def test_search_ranks_by_cosine_best_first(store_path):
     mem = Memory(store_path, embedder="hash", profile="spec")
     mem.add_event("s", "user", "My name is John and I love TypeScript")

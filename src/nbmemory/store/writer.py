@@ -21,8 +21,10 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from ..errors import StoreError
-from ..validation import utcnow
+import duckdb
+
+from ..errors import InvalidInput, StoreError
+from ..validation import shown, utcnow
 from .changes import Change
 from .connection import Store
 
@@ -125,19 +127,33 @@ class Writer:
         """Insert validated event rows; one audit row per namespace; sessions touched.
 
         Only appends (and session touches): it may run while vectors are written beside it.
+        An id already stored (one ``add_events`` was given) refuses the whole call with
+        :class:`InvalidInput` naming it: the transaction is rolled back, nothing is written.
         """
-        with self.store.appending(len(rows)), self.transaction() as tx:
-            records = tx.events.insert(rows, bulk=bulk)
-            for namespace in sorted({r["namespace"] for r in records}):
-                chosen = [r for r in records if r["namespace"] == namespace]
-                details: dict[str, Any] = (
-                    {"session_id": chosen[0]["session_id"]}
-                    if len(records) == 1 and not bulk
-                    else {"count": len(chosen)}
-                )
-                tx.audit(action, [r["id"] for r in chosen], namespace, details)
-            for key in sorted({(r["namespace"], r["session_id"]) for r in records}):
-                tx.touch(*key)
+        try:
+            with self.store.appending(len(rows)), self.transaction() as tx:
+                records = tx.events.insert(rows, bulk=bulk)
+                for namespace in sorted({r["namespace"] for r in records}):
+                    chosen = [r for r in records if r["namespace"] == namespace]
+                    details: dict[str, Any] = (
+                        {"session_id": chosen[0]["session_id"]}
+                        if len(records) == 1 and not bulk
+                        else {"count": len(chosen)}
+                    )
+                    tx.audit(action, [r["id"] for r in chosen], namespace, details)
+                for key in sorted({(r["namespace"], r["session_id"]) for r in records}):
+                    tx.touch(*key)
+        except duckdb.ConstraintException:
+            taken = sorted(self.store.events.namespaces_of(r["id"] for r in rows))
+            if not taken:
+                raise
+            more = f" and {len(taken) - 5} more" if len(taken) > 5 else ""
+            one = len(taken) == 1
+            raise InvalidInput(
+                f"{'id' if one else 'ids'} {', '.join(shown(t) for t in taken[:5])}{more} "
+                f"{'is' if one else 'are'} already stored; nothing was written. Leave the id "
+                "out to get a new one (import_json skips rows already present)"
+            ) from None
         return records
 
     def audit(
