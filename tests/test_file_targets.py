@@ -206,3 +206,32 @@ def test_a_learning_goes_only_into_a_markdown_or_text_file(
     )  # fmt: skip
     assert code == 1 and err.count("\n") == 1 and "not Markdown" in err
     assert digest(others["csv"]) == before
+
+
+# -- configuration files ---------------------------------------------------------------
+def test_config_and_ipython_config_under_a_file_are_one_line(capsys, tmp_path: Path) -> None:
+    csv = tmp_path / "data.csv"
+    csv.write_text("a,b\n", encoding="utf-8")
+    before = digest(csv)
+    for argv in (
+        ["config", "set", "--file", str(csv / "nbmemory.toml"), "state.audit.retain_days", "5"],
+        ["install-ipython-config", "--ipython-dir", str(csv)],
+        ["install-ipython-config", "--ipython-dir", str(csv / "deeper")],
+    ):
+        code, out, err = cli(capsys, *argv)
+        assert code == 1 and out == "" and err.count("\n") == 1, err
+        assert "cannot write" in err and "a folder you can write" in err
+    assert digest(csv) == before and sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
+
+
+@pytest.mark.parametrize("name", ["agent.duckdb", "notes.sqlite", "crm.duckdb"])
+def test_config_set_never_writes_a_database(
+    capsys, tmp_path: Path, others: dict[str, Path], name: str
+) -> None:
+    file = others["duckdb"] if name == "crm.duckdb" else tmp_path / name
+    if not file.exists():
+        file.write_bytes(b"")  # empty: TOML would parse it; nbmemory opens it as a new store
+    before = digest(file)
+    code, _, err = cli(capsys, "config", "set", "--file", str(file), "state.audit.retain_days", "5")
+    assert code == 1 and err.count("\n") == 1 and "not a configuration file" in err
+    assert "Pass nbmemory.toml" in err and digest(file) == before

@@ -12,9 +12,25 @@ import os
 import tempfile
 from pathlib import Path
 
+from .errors import InvalidInput
+
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` (created with its folder if missing) by ``text``, UTF-8."""
+    """Replace ``path`` (created with its folder if missing) by ``text``, UTF-8.
+
+    A folder that cannot be made or written (a missing mount, a file in the way) is
+    one :class:`InvalidInput` naming the path, not the ``OSError`` of the step that
+    failed: the command line and the magics print it in one line.
+    """
+    try:
+        _write(path, text)
+    except OSError as exc:
+        raise InvalidInput(
+            f"cannot write {path}: {exc.strerror or exc}; pass a path in a folder you can write"
+        ) from None
+
+
+def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

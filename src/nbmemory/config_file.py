@@ -38,6 +38,7 @@ from typing import Any
 from .atomic import write_text_atomically
 from .config import Settings
 from .errors import InvalidInput
+from .file_kinds import database_kind, named_like_database, read_head
 
 #: Points at the configuration file to read (``none``: read none).
 ENV_CONFIG = "NBMEMORY_CONFIG"
@@ -179,6 +180,17 @@ def _read(file: Path) -> str:
         raise InvalidInput(f"cannot read the configuration file {file}: {exc}") from None
 
 
+def _check_not_a_database(file: Path) -> None:
+    """Refuse a database as the configuration file, by its first bytes or by its name:
+    an empty ``agent.duckdb`` parses as TOML, and is a new store to nbmemory."""
+    kind = database_kind(read_head(file)) if file.is_file() else None
+    if kind is not None or named_like_database(file):
+        raise InvalidInput(
+            f"{file} is {f'a {kind} database' if kind else 'named like a database'}, not a "
+            f"configuration file; nothing was written. Pass {FILE_NAME} or {PYPROJECT}"
+        )
+
+
 def _toml(text: str, file: Path) -> Any:
     """``text`` parsed by tomlkit (comments and layout kept); one line naming the file
     and the line when it is not TOML."""
@@ -317,6 +329,7 @@ def write(path: str | os.PathLike[str], key: str, value: str) -> ConfigFile:
         Settings().replace(**{name: _setting_value(name, plain)})
     except InvalidInput as exc:
         raise InvalidInput(f"{key} = {value}: {exc}") from None
+    _check_not_a_database(file)
     text = _read(file) if file.exists() else ""
     document = _toml(text, file)  # a file that does not read is left as it is
     table: Any = document
