@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -206,6 +208,18 @@ def test_a_learning_goes_only_into_a_markdown_or_text_file(
     )  # fmt: skip
     assert code == 1 and err.count("\n") == 1 and "not Markdown" in err
     assert digest(others["csv"]) == before
+
+
+def test_syncing_the_store_file_is_refused_and_keeps_its_lock(mem: Memory, store_path: str) -> None:
+    """Reading the store file with a plain open() and close() dropped DuckDB's lock on it
+    (POSIX locks go with any descriptor of the file): another process could then write."""
+    mem.add_event("s", "user", "hello")
+    mem.flush()
+    probe = [sys.executable, "-c", f"import duckdb; duckdb.connect({store_path!r}).close()"]
+    with pytest.raises(InvalidInput, match="is a DuckDB database, not an AGENTS.md"):
+        mem.agents_md.sync(store_path)
+    assert subprocess.run(probe, capture_output=True, timeout=60).returncode != 0  # still held
+    assert mem.events()["content"].tolist() == ["hello"]
 
 
 # -- configuration files ---------------------------------------------------------------

@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 from ..core import Core
 from ..errors import InvalidInput
 from ..event_rows import build_row
+from ..file_kinds import HEAD_BYTES, database_kind
 from ..redaction import blocked_reason, check_ingestable
+from ..store.files import read_span
 from ..validation import check_flag, check_path, dump_metadata, parse_metadata
 
 if TYPE_CHECKING:
@@ -182,6 +184,14 @@ def read_agents_file(path: str | os.PathLike[str]) -> tuple[Path, str]:
     if not file.is_file():
         raise InvalidInput(
             f"no file {file}; pass the path of your AGENTS.md (mem.agents_md.sync('AGENTS.md'))"
+        )
+    # a database is refused before a plain read: closing a descriptor of a store file
+    # this process has open drops DuckDB's lock on it, and another writer gets in
+    kind = database_kind(read_span(file, 0, HEAD_BYTES))
+    if kind is not None:
+        raise InvalidInput(
+            f"{file} is a {kind} database, not an AGENTS.md; nothing was read. Pass the path "
+            "of your AGENTS.md"
         )
     try:
         return file, file.read_text(encoding="utf-8")
