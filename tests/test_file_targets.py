@@ -130,7 +130,7 @@ def test_magic_export_refuses_the_store_file(ip, magics, tmp_path: Path) -> None
 @pytest.mark.parametrize("name", ["data.csv", "big.TSV", "export.json", "t.parquet", "l.jsonl.gz"])
 @pytest.mark.parametrize("adopt", [False, True])
 def test_a_name_duckdb_reads_as_a_table_is_no_store(tmp_path: Path, name: str, adopt: bool) -> None:
-    """DuckDB 2.x opens an existing ``data.csv`` (not a DuckDB file) as an in-memory
+    """DuckDB (1.5, 2.x) opens an existing ``data.csv`` (not a DuckDB file) as an in-memory
     database with a view of it: every write would be lost at close."""
     file = tmp_path / name
     file.write_text("a,b\n" + "1,2\n" * 5000, encoding="utf-8")

@@ -21,12 +21,13 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 #: (an empty ``agent.duckdb`` is a new store to nbmemory and to DuckDB).
 DATABASE_SUFFIXES = (".duckdb", ".ddb", ".db", ".sqlite", ".sqlite3", ".db3", ".wal")
 
-#: The names DuckDB (2.x) opens, when the file exists and is not a DuckDB database, as
-#: an in-memory database with a view of the file -- not as a database: anything
-#: written there is lost at close.  Checked against DuckDB 2.0.1: ``.csv``, ``.tsv``,
-#: ``.json``, ``.jsonl``, ``.ndjson``, ``.parquet``, each alone or followed by ``.gz`` or
-#: ``.zst``, in any case (``.txt``, ``.psv``, ``.avro``, ``.csv.bz2`` are refused as
-#: "not a valid DuckDB database" instead).  DuckDB looks at the file a symlink points to.
+#: The names DuckDB (1.5 and 2.x) opens, when the file exists and is not a DuckDB
+#: database, as an in-memory database with a view of the file -- not as a database:
+#: anything written there is lost at close.  Checked against DuckDB 2.0.1 and 1.5.5:
+#: ``.csv``, ``.tsv``, ``.json``, ``.jsonl``, ``.ndjson``, ``.parquet``, each alone or
+#: followed by ``.gz`` or ``.zst``, in any case (``.txt``, ``.psv``, ``.avro``,
+#: ``.csv.bz2`` are refused as "not a valid DuckDB database" instead).  DuckDB looks at
+#: the file a symlink points to.
 _READ_AS_TABLE = re.compile(r"\.(csv|tsv|json|jsonl|ndjson|parquet)(\.(gz|zst))?$", re.IGNORECASE)
 
 #: How many bytes tell a file's kind (the headers above, a NUL byte of a binary file).
