@@ -226,6 +226,8 @@ SECRETS = [
     # for the password, and the password was left)
     ("user and pass are bob / Winter2024!", "Winter2024!"),
     ("username & password: deploy / Xk9#mm2q", "Xk9#mm2q"),
+    # (the third probe: a secret's name after a colon is a key only here)
+    ('$env:API_KEY="dcc4ecb3f4f229c49471544c5df512a985f2e062"', "dcc4ecb3f4f229c4"),
 ]
 
 #: Written beside those forms, and not secrets.
@@ -390,4 +392,17 @@ LOOK_ALIKES = [
     "both user and password are required",
     "username and password are required fields",
     "user or password is wrong",
+    # the third probe (2026-12-07): an error message, a secret's ARN, placeholders
+    "ERROR 1045 (28000): Access denied for user 'root'@'localhost' (using password: YES)",
+    "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf",
+    '{"password": "${DB_PASSWORD}"}',
+    '{"name": "configure", "arguments": "{\\"api_key\\": \\"<your-api-key>\\"}"}',
+    "OPENAI_API_KEY=your-api-key-here",
+    "password: your_password_here",
+    "export OPENAI_API_KEY=sk-...",
+    "Connection string template: Server=...;User Id=...;Password=...;",
+    "mongodb+srv://<username>:<password>@cluster0.mongodb.net/",
+    "DATABASE_URL=postgresql://${DB_USER}:${DB_PASS}@db:5432/app",
+    "the DSN format is postgres://user:password@host:port/db",
+    "Format: scheme://username:password@host",
 ]

@@ -32,6 +32,14 @@ CODE_LOOK_ALIKES = [
     "password = bytes(memoryview(password))",
     'authorization = self._get_param("authorization")',
     "auth_token=self.auth_token",
+    # a command's output, optional chaining, a relative path (third probe, 2026-12-07)
+    "export PGPASSWORD=$(cat /run/secrets/db_password)",
+    "TOKEN=$(vault read -field=token secret/x)",
+    "password = $(pass show db)",
+    'password="$(openssl rand -hex 16)"',
+    "const token = req.headers.authorization?.split(' ')[1];",
+    "user.set_password(form.cleaned_data['password'])",
+    "kubectl create secret generic db --from-file=password=./pw.txt",
     # types, literals and keywords
     "password: str = Field(..., min_length=8)",
     "    api_key: str",

@@ -110,6 +110,14 @@ def test_a_putty_key_loses_its_private_lines_and_keeps_its_public_ones() -> None
         ("WIFI:T:WPA;S:Home;P:Qr\\;W1f1;H:false;;", "WIFI:T:WPA;S:Home;P:[REDACTED];H:false;;"),
         ("the gate code 4412# after 8pm", "the gate code [REDACTED]# after 8pm"),
         ("pw: A=0", "pw: [REDACTED]"),
+        # a token as a URL's user's password keeps the host and the path (third probe)
+        (
+            "git remote set-url origin https://x-access-token:"
+            "ghs_1fY78Sut8DeLq2eSB8mgzmT44DGp0Zx72nG4@github.com/acme/app.git",
+            "git remote set-url origin https://x-access-token:[REDACTED]@github.com/acme/app.git",
+        ),
+        ("postgres://postgres:password@db/app", "postgres://postgres:[REDACTED]@db/app"),
+        ('{"password": "changeme"}', '{"password": "[REDACTED]"}'),
     ],
 )
 def test_only_the_secret_of_a_form_is_replaced(text: str, expected: str) -> None:

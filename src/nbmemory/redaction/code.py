@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 
-#: Types and literals, as Python, TypeScript, Go, Rust, Java and YAML write them.
+#: Types and literals, as Python, TypeScript, Go, Rust, Java and YAML write them
+#: (and MySQL's "Access denied … (using password: YES)", which says whether one was given).
 _TYPES_AND_LITERALS = frozenset(
     [
         "str",
@@ -31,6 +32,8 @@ _TYPES_AND_LITERALS = frozenset(
         "undefined",
         "true",
         "false",
+        "yes",
+        "no",
         "any",
         "string",
         "number",
@@ -79,17 +82,21 @@ _KEYWORDS = frozenset(
     ]
 )
 #: A call or an index (``getpass()``, ``os.environ[``, ``Optional[str]``,
-#: ``self._get_param(``), after any chain of attributes.
-_CALL = re.compile(r"[A-Za-z_](?:[\w.]|::)*[(\[]")
+#: ``self._get_param(``), after any chain of attributes (JavaScript's optional
+#: chaining too: ``req.headers.authorization?.split(``).
+_CALL = re.compile(r"[A-Za-z_](?:[\w.]|::|\?\.)*[(\[]")
 #: One part of an attribute chain as programs name things: snake_case, UPPER_CASE,
 #: camelCase or PascalCase words (a password such as ``Xk9.Pq2z`` is none of these).
 _PART = r"(?:_*[a-z][a-z0-9_]*(?:[A-Z][a-z0-9_]*)*|_*[A-Z][A-Z0-9_]*|(?:[A-Z][a-z0-9]+)+)"
 _ATTRIBUTE = re.compile(rf"{_PART}(?:\.{_PART})+")
 #: A template's or a shell's placeholder: ``${DB_PASS}``, ``$DB_PASS``, ``{{ x }}``,
-#: ``${{ secrets.X }}``, ``<your-password>``, ``%s``, ``{token}``, ``****``.
+#: ``${{ secrets.X }}``, ``<your-password>``, ``%s``, ``{token}``, ``****``, a
+#: command's output (``$(cat /run/secrets/db)``: the secret is in the file), what
+#: a README asks to fill in (``your-api-key-here``, ``your_password``) and an elided
+#: value (``...``, ``sk-...``, ``Password=...;``).
 _PLACEHOLDER = re.compile(
-    r"""\$\{|\{\{|\$[A-Za-z_]\w*$|<[^<>]*>$|%\(?\w*\)?s$|\{[A-Za-z_][\w.\[\]:!]*\}"""
-    r"""|[*•xX]{3,}$|\.{3,}$|…+$"""
+    r"""\$\{|\$\(|\{\{|\$[A-Za-z_]\w*$|<[^<>]*>$|%\(?\w*\)?s$|\{[A-Za-z_][\w.\[\]:!]*\}"""
+    r"""|[*•xX]{3,}$|(?:[a-z]{2,8}[-_]){0,2}(?:\.{3,}|…+);?$|(?i:your)[-_][\w-]*$"""
 )
 #: Objects whose attributes programs read secrets from.
 _OBJECTS = frozenset(
@@ -146,8 +153,9 @@ _YAML_TAG = re.compile(
     r"|base64|if|split|cidr|encrypted)(?![\w-])",
     re.IGNORECASE,
 )
-#: A file's path: ``/run/secrets/db``, ``~/.aws/credentials``, ``./keys/app.pem``.
-_PATH = re.compile(r"(?:~|\.{1,2})?/[\w.-]+/")
+#: A file's path: ``/run/secrets/db``, ``~/.aws/credentials``, ``./keys/app.pem``,
+#: ``./pw.txt`` (``kubectl … --from-file=password=./pw.txt``).
+_PATH = re.compile(r"(?:~|\.{1,2})/|/[\w.-]+/")
 #: A value up to the punctuation that ends it in code.
 _HEAD = re.compile(r"[^,;:)\]}=|]*")
 #: An environment variable's name: UPPER_CASE with an underscore.

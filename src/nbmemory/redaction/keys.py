@@ -49,7 +49,9 @@ SECRET_NAME_NEEDLE = (
 )
 KEY_VALUE = (
     # (an .npmrc writes _authToken= and _auth=, the latter base64 of user:password)
-    rf"(?i)(?<![A-Za-z0-9_])"
+    # (not a word after a colon: ``arn:aws:secretsmanager:…:secret:prod/db`` names a
+    # secret; an .npmrc's ``//host/:_authToken=`` and PowerShell's ``$env:API_KEY=`` are)
+    rf"(?i)(?<![A-Za-z0-9_])(?!(?<=:)(?<!\$env:)[A-Za-z])"
     # a word (or three: "mot de passe") followed by its separator, before the names are
     # tried at it: most words of a text are followed by a space, and fail here at once
     r"""(?=[\w.-]{2,100}(?: [\w.-]{1,20}){0,2}\\*["']?[ \t]*[:=!])"""
@@ -104,6 +106,8 @@ def closing_quote(text: str, start: int, quote: str, depth: int) -> int | None:
 def key_value_span(match: re.Match[str]) -> Span | None:
     text = match.string
     start = match.end()
+    if text.endswith("://", 0, match.start()):
+        return None  # https://x-access-token:ghs_…@github.com: the URL's rule keeps the host
     opening = match.group("value_quote")
     if opening is not None:
         end = closing_quote(text, start, opening[-1], len(opening) - 1)

@@ -220,7 +220,8 @@ def _use_as_span(match: re.Match[str]) -> Span | None:
 _PAIR = (
     r"(?i)(?<![\w-])(?:"
     # (the user's name is not "and": "user and pass are required" names two fields)
-    r"(?:user(?:[ _-]?name)?|login|usr)(?:[ \t]*[:=]|[ \t]+is)?[ \t]*"
+    # (a separator or a space after "user": ``user.set_password(…)`` is a method)
+    r"(?:user(?:[ _-]?name)?|login|usr)(?:[ \t]*[:=]|[ \t]+is|(?=[ \t]))[ \t]*"
     r"(?!(?:and|or|&|\+)[ \t])[^\s/,;:=]+[ \t]*[,;/|]?[ \t]*"
     r"(?P<name>pass(?:word|wd)?|pwd?)(?![\w-])(?P<verb>[ \t]*[:=]|[ \t]+is)?[ \t]*"
     # "creds: bob / …", "user and pass are bob / …": after the slash
@@ -478,11 +479,12 @@ RULES: tuple[Rule, ...] = (
         ("cookie", "-b "),
         web.cookie_span,
     ),
-    # user:password@ in a URL (the user name stays)
+    # user:password@ in a URL (the user name stays; a template's is none)
     Rule(
         "url_password",
-        rf"\b[a-z][a-z0-9+.-]*://[^\s/:@]*:(?P<secret>{_NOT_DONE}[^\s/@]+)@",
+        rf"\b[a-z][a-z0-9+.-]*://(?P<user>[^\s/:@]*):(?P<secret>{_NOT_DONE}[^\s/@]+)@",
         r"://[^\s/:@]*:[^\s/@]+@",
+        web.url_password_span,
         separated=True,
     ),
     # Vectora's password / api_key patterns, grown to JSON (escaped at any depth), YAML,

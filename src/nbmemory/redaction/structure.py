@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from . import code
 from .rules import REDACTED, SECRET_KEY
 
 #: A text redactor: (text, depth) -> (text, kinds found).
@@ -125,7 +126,8 @@ class Walker:
     def walk(self, node: Any, secret: bool = False) -> Any:
         if isinstance(node, str):
             if secret:
-                if node and not node.startswith(REDACTED):
+                # a placeholder stays, as in text: {"password": "${DB_PASSWORD}"}
+                if node and not node.startswith(REDACTED) and not code.is_placeholder(node):
                     self.found.append("secret_value")
                     return REDACTED
                 return node

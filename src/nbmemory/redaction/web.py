@@ -1,8 +1,9 @@
-"""Credentials of the web: a request's cookies and its Authorization header.
+"""Credentials of the web: a request's cookies, its Authorization header, a URL's password.
 
 Which part of a ``Cookie:``/``Set-Cookie:`` header or of ``curl -b`` is the secret,
-and when an ``Authorization`` value is code rather than a credential (the rules
-themselves are in :mod:`.rules`).
+when an ``Authorization`` value is code rather than a credential, and when a URL's
+``user:password@`` is a template's rather than a password (the rules themselves
+are in :mod:`.rules`).
 """
 
 from __future__ import annotations
@@ -37,3 +38,20 @@ def authorization_span(match: re.Match[str]) -> Span | None:
     if match.string[end : end + 1] in ("(", "[") or code.is_code(match.string, start, end):
         return None  # authorization = self._get_param("authorization")
     return start, end
+
+
+#: The user of a URL written as a template (``scheme://username:password@host``).
+_TEMPLATE_USER = re.compile(r"(?i)(?:user(?:[_-]?name)?|login|<[^<>]*>|\$\{[^}]*\}|\$\w+)?")
+_TEMPLATE_PASSWORD = frozenset(["password", "pass", "passwd", "pwd", "secret"])
+
+
+def url_password_span(match: re.Match[str]) -> Span | None:
+    """A URL's password, unless a template's: a placeholder (``<password>``,
+    ``${DB_PASS}``), or the word "password" after a user that is a word too
+    (``postgres://user:password@host``; ``postgres://postgres:password@db`` is one)."""
+    value = match.group("secret")
+    if code.is_placeholder(value):
+        return None
+    if value.lower() in _TEMPLATE_PASSWORD and _TEMPLATE_USER.fullmatch(match.group("user")):
+        return None
+    return match.span("secret")
