@@ -118,6 +118,15 @@ def test_a_putty_key_loses_its_private_lines_and_keeps_its_public_ones() -> None
         ),
         ("postgres://postgres:password@db/app", "postgres://postgres:[REDACTED]@db/app"),
         ('{"password": "changeme"}', '{"password": "[REDACTED]"}'),
+        # a service account's JSON in a variable loses its key, not its project
+        (
+            """GOOGLE_CREDENTIALS='{"project_id": "acme-prod", "private_key": "-----BEGIN """
+            """PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n", """
+            """"client_email": "svc@acme-prod.iam.gserviceaccount.com"}'""",
+            """GOOGLE_CREDENTIALS='{"project_id": "acme-prod", "private_key": "[REDACTED]", """
+            """"client_email": "svc@acme-prod.iam.gserviceaccount.com"}'""",
+        ),
+        ("""CREDENTIALS='{"user": "bob", "pw": "Xk9!mmQ2"}'""", "CREDENTIALS='[REDACTED]'"),
     ],
 )
 def test_only_the_secret_of_a_form_is_replaced(text: str, expected: str) -> None:

@@ -8,6 +8,7 @@ and :func:`key_value_span` its span function (the rule itself is in :mod:`.rules
 
 from __future__ import annotations
 
+import json
 import re
 
 from . import code, prose
@@ -127,6 +128,8 @@ def key_value_span(match: re.Match[str]) -> Span | None:
             return None  # token = b"|".join(parts): a separator, a format string
         if match.group("compare") and not prose.looks_secret(value, prose.STRONG, quoted=False):
             return None  # token == "async": a lexer, not a password
+        if _names_its_secrets(value):
+            return None  # GOOGLE_CREDENTIALS='{"private_key": …}': its keys' rules take them
         return start, end
     if match.group("key_quote"):
         bare = _BARE_IN_JSON.match(text, start)
@@ -161,6 +164,22 @@ def key_value_span(match: re.Match[str]) -> Span | None:
     if colon and not prose.looks_secret(text[start : bare.end()], prose.WEAK, quoted=False):
         return None  # ":param token: The token to use", "token: see above"
     return start, bare.end()
+
+
+def _names_its_secrets(value: str) -> bool:
+    """Whether a quoted value is a JSON object that names its secrets (a service
+    account's file in ``GOOGLE_CREDENTIALS='{…}'``): then the rules find them inside
+    (``"private_key": …``, ``"client_secret": …``) and its other fields stay (the
+    project, the account's e-mail); a JSON value naming none is the secret whole."""
+    if not value.startswith("{") or not value.endswith("}"):
+        return False
+    try:
+        document = json.loads(value)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(document, dict) and any(
+        isinstance(key, str) and SECRET_KEY.fullmatch(key) is not None for key in document
+    )
 
 
 #: A method called on the string: ``"|".join(…)``, ``"{}:{}".format(…)``.
