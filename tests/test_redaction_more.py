@@ -117,6 +117,10 @@ def test_a_putty_key_loses_its_private_lines_and_keeps_its_public_ones() -> None
             "git remote set-url origin https://x-access-token:[REDACTED]@github.com/acme/app.git",
         ),
         ("postgres://postgres:password@db/app", "postgres://postgres:[REDACTED]@db/app"),
+        (
+            "pip install --extra-index-url https://__token__:glpat-WJBMYgS4D-vWNaj9YM29@gitlab.com/x pkg",
+            "pip install --extra-index-url https://__token__:[REDACTED]@gitlab.com/x pkg",
+        ),
         ('{"password": "changeme"}', '{"password": "[REDACTED]"}'),
         # a service account's JSON in a variable loses its key, not its project
         (

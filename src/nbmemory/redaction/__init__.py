@@ -9,6 +9,8 @@ rules are in :mod:`.rules`, each a :class:`~.rule.Rule`; docs/python-api.md list
   ``\\"password\\": \\"x\\"``), Python dicts, YAML, env files, ``export
   DB_PASSWORD=…``, headers (``Authorization``, ``X-Api-Key``), ``user:password@``
   in URLs;
+* markup between a name and its value (:mod:`.layouts`): ``**Password:** …``,
+  Markdown tables, Kubernetes' ``- name: DB_PASSWORD`` / ``value: …``, ``pass: …``;
 * JSON decoded wherever it sits (:mod:`.structure`): tool-call arguments that are
   JSON-encoded strings, JSON content, JSON inside JSON; a value under a key that
   names a secret is replaced whatever its type, and the text stays valid JSON;

@@ -9,8 +9,13 @@ the value, and a token named a few words before it.
   "exit code 1", "error code 500"): only these names, and 4 digits or more, are
   taken ("PIN diode", "pin 13" stay).
 * A Wi-Fi network's key: "WPA key: …", "WiFi key: …", "SSID: Cafe / Key: …".
-* "the password? it's Kangaroo#71", "pass for the router: R0uter#Pw", "I changed
-  it to Summer2024#, the password I mean", "mi clave es Clave2024!": the value
+* Google's app passwords, four groups of four letters: "gmail app password abcd
+  efgh ijkl mnop".
+* "the password? it's Kangaroo#71", "password for the db? Qwe!rty987", "pass for
+  the router: R0uter#Pw", "I changed it to Summer2024#, the password I mean", "set
+  it to … as the password", "N4s-St0rage! is the password for the NAS", "mi clave
+  es Clave2024!", "usuário admin, senha Adm1n#BR", "пароль: …", "パスワードは …":
+  the value
   must look like a credential (a digit, a symbol or mixed case), as the names are
   ambiguous ("Need a password? It's free", "la clave del problema es …").
 * A token named a few words before it, when it looks random (16+ characters
@@ -62,18 +67,44 @@ _WIFI = (
 )
 
 # -- a password named around its value ------------------------------------------------------------
-#: "the password? it's Kangaroo#71"
+#: "the password? it's Kangaroo#71", "password for the db? it is P0stgres#Rocks.",
+#: "and the password? Zebra!Stripe7" (a question and its answer)
 _QUESTION = (
-    r"(?i)(?<![\w-])(?P<name>pass(?:word|code|phrase)|pin|pwd?)\?[ \t]+"
-    r"(?:it['’]s|it[ \t]+is|that['’]s|that[ \t]+is)[ \t]+"
+    r"(?i)(?<![\w-])(?P<name>pass(?:word|code|phrase)|pin|pwd?)"
+    r"(?:[ \t]+(?:for|of|to|on)(?:[ \t]+[^\s?]+){1,3}?)?\?[ \t]+"
+    r"(?:(?:it['’]s|it[ \t]+is|that['’]s|that[ \t]+is)[ \t]+)?"
     rf"{_VALUE}"
+)
+#: "N4s-St0rage! is the password for the NAS", "It's R0uter!Adm — that's the
+#: password for the router": the value first (and the name last, or before what it
+#: is for: "Argon2id is the password hashing …" names no password)
+_VALUE_FIRST = (
+    r"""(?im)(?<![\w-])(?P<bare>[^\s"'`]{6,200}?)[.,]?[ \t]+(?:[–—-][ \t]+)?"""
+    r"(?:is|was|that['’]s|that[ \t]+is)[ \t]+(?:the|my|our|your)[ \t]+(?:new[ \t]+)?"
+    r"(?:[\w-]+[ \t]+)?(?P<name>pass(?:word|code|phrase))"
+    r"(?=[ \t]+(?:for|of|on|at|to)[ \t]|[ \t]*(?:[.,;:!?)]|$))"
+)
+_VALUE_FIRST_NEEDLE = (
+    r"(?:is|was|that['’]s)[ \t]+(?:the|my|our|your)[ \t]+(?:new[ \t]+)?(?:[\w-]+[ \t]+)?pass"
+)
+#: "usuário admin, senha Adm1n#BR", "contraseña RootEs!22", "пароль: Parol!2024",
+#: "パスワードは Nihon#Pass8 です": the name right before the value, no verb
+_NAMED_BEFORE = (
+    r"(?i)(?<![\w-])(?P<name>senha|contrase(?:ñ|n)a|пароль|パスワード)"
+    r"(?:[ \t]*[:：=]|[ \t]*(?:は|が|:))?[ \t]*"
+    rf"{_VALUE}"
+)
+#: "gmail app password abcd efgh ijkl mnop": Google's app passwords, four groups of four
+_APP_PASSWORD = (
+    r"(?i)(?<![\w-])app[ _-]?passwords?(?:[ \t]+(?:is|was))?[ \t]*:?[ \t]*"
+    r"(?P<secret>(?-i:[a-z]{4}(?: [a-z]{4}){3}|[a-z]{16}))(?![\w-])"
 )
 #: "pass for the router: R0uter#Pw" ("pass" alone opens a password only before ":")
 _PASS_FOR = rf"(?i)(?<![\w-])pass[ \t]+for(?:[ \t]+[^\s:]+){{1,3}}?[ \t]*:[ \t]*{_VALUE}"
 #: "I changed it to Summer2024#, the password I mean"
 _NAMED_AFTER = (
     r"(?i)(?<![\w-])(?:changed|set|reset|updated)[ \t]+it[ \t]+to[ \t]+"
-    r"""(?P<bare>[^\s"'`,]{3,200}?)[.!]?,?[ \t]+(?:i[ \t]+mean[ \t]+)?(?:the|my|our)[ \t]+"""
+    r"""(?P<bare>[^\s"'`,]{3,200}?)[.!]?,?[ \t]+(?:i[ \t]+mean[ \t]+|as[ \t]+)?(?:the|my|our)[ \t]+"""
     r"(?:new[ \t]+)?(?P<name>pass(?:word|code|phrase)|pin)(?![\w-])"
 )
 #: "mi clave es Clave2024!", "la clave del wifi es …" (not "la clave del problema es …")
@@ -101,15 +132,9 @@ _STORE = (
 )
 
 
-def _value(match: re.Match[str]) -> tuple[int, int, bool]:
-    if match.groupdict().get("quoted") is not None:
-        return *match.span("quoted"), True
-    return *prose.bare_span(match), False
-
-
 def _credential(match: re.Match[str]) -> Span | None:
     """The value, when it looks like a credential (a PIN's when the name is a PIN)."""
-    start, end, quoted = _value(match)
+    start, end, quoted = prose.value_span(match)
     value = match.string[start:end]
     name = match.groupdict().get("name")
     kind = prose.PIN if name and name.lower() == "pin" else prose.STRONG
@@ -119,7 +144,7 @@ def _credential(match: re.Match[str]) -> Span | None:
 
 
 def _wifi_span(match: re.Match[str]) -> Span | None:
-    start, end, quoted = _value(match)
+    start, end, quoted = prose.value_span(match)
     if (
         not quoted
         and match.group("verb").strip() in (":", "=")
@@ -146,8 +171,15 @@ CHAT_RULES: tuple[Rule, ...] = (
     Rule(
         "secret_prose",
         _QUESTION,
-        tuple(f"{name}?" for name in ("word", "code", "phrase", "pin", "pw", "pwd")),
+        r"(?:word|code|phrase|pin|pwd?)(?:[ \t][^?\n]{0,60})?\?",
         _credential,
+    ),
+    Rule("secret_prose", _VALUE_FIRST, _VALUE_FIRST_NEEDLE, _credential),
+    Rule("secret_prose", _NAMED_BEFORE, ("senha", "contrase", "пароль", "パスワード"), _credential),
+    Rule(
+        "secret_prose",
+        _APP_PASSWORD,
+        ("app password", "app-password", "app_password", "apppassword"),
     ),
     Rule("secret_prose", _PASS_FOR, ("pass for",), _credential),
     Rule("secret_prose", _NAMED_AFTER, ("d it to", "set it to"), _credential),

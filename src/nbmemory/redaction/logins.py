@@ -161,15 +161,9 @@ def looks_like_password(value: str) -> bool:
     return (bool(symbols) and (has_letter or has_digit)) or (has_letter and has_digit)
 
 
-def _value(match: re.Match[str]) -> tuple[int, int, bool]:
-    if match.group("quoted") is not None:
-        return *match.span("quoted"), True
-    return *prose.bare_span(match), False
-
-
 def _login_span(match: re.Match[str]) -> Span | None:
     """The value after a login phrase, when it looks like a password."""
-    start, end, _ = _value(match)
+    start, end, _ = prose.value_span(match)
     if looks_like_password(match.string[start:end]):
         return start, end
     user = match.groupdict().get("user")
@@ -186,7 +180,7 @@ def _login_span(match: re.Match[str]) -> Span | None:
 def _and_pass_span(match: re.Match[str]) -> Span | None:
     """After "and the pass is …" a value judged as after "the password is …"; right
     after "and the pass", one that looks like a password ("… and pass it on" stays)."""
-    start, end, quoted = _value(match)
+    start, end, quoted = prose.value_span(match)
     value = match.string[start:end]
     if (match.group("verb") or "").strip():
         kind = prose.name_class(match.group("name"))

@@ -517,6 +517,14 @@ def bare_span(match: re.Match[str]) -> tuple[int, int]:
     return start, start + len(strip_trailing(bare[: field.start()] if field else bare))
 
 
+def value_span(match: re.Match[str]) -> tuple[int, int, bool]:
+    """Where a :data:`VALUE`'s secret is (a bare one without the sentence's
+    punctuation after it), and whether it was quoted."""
+    if match.groupdict().get("quoted") is not None:
+        return *match.span("quoted"), True
+    return *bare_span(match), False
+
+
 def strip_trailing(value: str) -> str:
     """``value`` without the sentence punctuation that follows a bare value (a closing
     bracket only when the value does not open it: ``${DB_PASS}`` keeps its brace)."""

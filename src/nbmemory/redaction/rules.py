@@ -19,6 +19,7 @@ from .chat import CHAT_RULES
 from .commands import CLI_RULES
 from .formats import FORMAT_RULES
 from .keys import SECRET_KEY
+from .layouts import LAYOUT_RULES
 from .logins import LOGIN_RULES
 from .phrases import CARD_CODE as _CARD_CODE
 from .phrases import PHRASE_RULES
@@ -65,7 +66,7 @@ _QUALIFIED_PASS = (
 #: One-time codes: "the OTP is 552913", "2FA code: 118822" (digits, as a door code).
 _ONE_TIME = r"otp|(?:verification|2fa|mfa|sms|login|auth|authentication|one[ -]time)[ _-]code"
 _PROSE_NAME = (
-    rf"pass(?:word|code|wd|[ _-]?phrase)|{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
+    rf"pass(?:word|code|wd|[ _-]?phrase)|pword|{_QUALIFIED_PASS}|pwd?|pin(?:[ -]?(?:code|number))?"
     r"|secret(?:[ _-]key)?|(?:api|access|auth|bearer|session|refresh|bot)[ _-]?(?:token|key)"
     r"|token|(?:door|gate|alarm|access|security|entry|lock|safe|garage|unlock)[ _-]code"
     rf"|{_ONE_TIME}|{_CARD_CODE}"
@@ -141,15 +142,6 @@ _DOCSTRING_TYPE = re.compile(
 )
 
 
-def _value(match: re.Match[str]) -> tuple[int, int, bool]:
-    """Where a prose rule's value is (a bare one without the sentence's punctuation
-    after it), and whether it was quoted."""
-    if match.group("quoted") is not None:
-        start, end = match.span("quoted")
-        return start, end, True
-    return *prose.bare_span(match), False
-
-
 #: After a value that describes the password, the rest of its clause, a colon and the
 #: value it describes ("is the same as prod: x", "is the usual one: x").
 _TOLD_AFTER = re.compile(r"[^.!?\n:;]{0,50}:[ \t]*(?P<value>[^\s\"'`]{6,200})")
@@ -163,7 +155,7 @@ def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     # after ":", "=" or an arrow a value may be code ("pw = getpass()")
     verb = (groups["verb"] or "").strip()
     in_code = verb.lstrip("-") in ("", ":", "=", ">", "→", "–", "—")
-    start, end, quoted = _value(match)
+    start, end, quoted = prose.value_span(match)
     if (
         verb in (":", "=")
         and not quoted
@@ -206,7 +198,7 @@ _USE_AS = (
 
 
 def _use_as_span(match: re.Match[str]) -> Span | None:
-    start, end, quoted = _value(match)
+    start, end, quoted = prose.value_span(match)
     kind = prose.name_class(match.group("name"))
     value = match.string[start:end]
     return (start, end) if prose.looks_secret(value, kind, quoted=quoted) else None
@@ -248,7 +240,7 @@ _HOME_PATH = re.compile(r"[:\s](?:~|\.{1,2})/")
 
 def _pair_span(match: re.Match[str]) -> Span | None:
     """The password of a user-and-password pair, judged as a password named in prose."""
-    start, end, quoted = _value(match)
+    start, end, quoted = prose.value_span(match)
     value = match.string[start:end]
     if value.lower() in _FIELD_NAMES:
         return None
@@ -526,6 +518,7 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     *FORMAT_RULES,
+    *LAYOUT_RULES,
     Rule("secret_prose", _PROSE_IS, _PROSE_IS_NEEDLE, _prose_span),
     Rule("secret_prose", _PROSE_COLON, _PROSE_COLON_NEEDLE, _prose_span, separated=True),
     Rule("secret_prose", _USE_AS, r"use\s", _use_as_span),

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import code
+from .layouts import pass_value
 from .rules import REDACTED, SECRET_KEY
 
 #: A text redactor: (text, depth) -> (text, kinds found).
@@ -77,7 +78,8 @@ _BASE64_CREDENTIAL = re.compile(r"[A-Za-z0-9+/]{12,}={0,2}")
 
 def secret_key(key: str, value: Any) -> bool:
     """Whether a dict key says its value is secret (``pin`` only for 4-12 digits,
-    ``pwd`` only when the value is not a path: it is also the working directory)."""
+    ``pwd`` only when the value is not a path: it is also the working directory,
+    ``pass`` only for a value shaped like a password)."""
     name = key.strip().replace(" ", "_")
     lowered = name.lower()
     if lowered in ("pw", "passcode"):
@@ -86,6 +88,8 @@ def secret_key(key: str, value: Any) -> bool:
         return _PIN.fullmatch(str(value)) is not None and not isinstance(value, bool)
     if lowered == "pwd":
         return isinstance(value, str | int) and not str(value).startswith(("/", "~", "."))
+    if lowered == "pass":  # {"pass": "Xk9!mmQ2"}, not {"pass": "test_login"}
+        return isinstance(value, str) and pass_value(value)
     if lowered in ("auth", "_auth"):  # ~/.docker/config.json, .npmrc: base64 of user:password
         return isinstance(value, str) and _BASE64_CREDENTIAL.fullmatch(value) is not None
     return SECRET_KEY.fullmatch(name) is not None
