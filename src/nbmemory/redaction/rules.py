@@ -49,8 +49,9 @@ _NL = r"(?:\r?\n|\\+[rn])"
 _PRIVATE_KEY = (
     rf"-----BEGIN{_PEM_NAME}"
     # the whole block up to its END line (within 20,000 characters: a PGP key with
-    # subkeys is under 10k), whatever the newlines are written as ...
-    rf"(?:[\s\S]{{0,20000}}?-----END{_PEM_NAME}"
+    # subkeys is under 10k, and before the next BEGIN: each BEGIN line of a text
+    # without END lines looks only that far, not 20k), whatever the newlines are ...
+    rf"(?:(?:[^-]|-(?!----BEGIN)){{0,20000}}?-----END{_PEM_NAME}"
     # ... or, with no END line, the header lines and the base64 lines that follow
     rf"|(?:[ \t]*{_NL}[ \t]*[A-Za-z][A-Za-z0-9-]*: [^\r\n\\\"]*)*"
     rf"(?:(?:[ \t]*{_NL})+[ \t]*[A-Za-z0-9+/=]+|[ \t]+[A-Za-z0-9+/=]{{20,}})*)"
