@@ -255,6 +255,32 @@ SECRETS = [
     ("| Field | Value |\n|---|---|\n| Password | T4bleV!al |", "T4bleV!al"),
     ('env:\n  - name: DB_PASSWORD\n    value: "k8sEnvV4l!"', "k8sEnvV4l!"),
     ("env:\n- name: API_TOKEN\n  value: abcDEF1234567890ghijKLMN", "abcDEF1234567890ghijKLMN"),
+    # Redis, AWS, Vault, RubyGems, Datadog and more command lines
+    ("requirepass foobared-R3dis", "foobared-R3dis"),
+    ("redis.conf:\nrequirepass Y0uShallN0tPass", "Y0uShallN0tPass"),
+    ("masterauth Xk9!mmQ2", "Xk9!mmQ2"),
+    ("AUTH s3cr3tR3dis", "s3cr3tR3dis"),
+    ("127.0.0.1:6379> AUTH default Xk9mmQ2x", "Xk9mmQ2x"),
+    (
+        "aws configure set aws_secret_access_key lxob+Fi7ilfIiM9TIFz6cjaQs8Wvgj/ujBsdSosN",
+        "lxob+Fi7ilfIiM9TIFz6cjaQs8Wvgj",
+    ),
+    (
+        "AKIA4HAFCFGWPBBBW65J\nlxob+Fi7ilfIiM9TIFz6cjaQs8Wvgj/ujBsdSosN",
+        "lxob+Fi7ilfIiM9TIFz6cjaQs8Wvgj",
+    ),
+    (
+        "AWS_SECRET_ACCESS_KEY=\\\nlxob+Fi7ilfIiM9TIFz6cjaQs8Wvgj/ujBsdSosN",
+        "lxob+Fi7ilfIiM9TIFz6cjaQs8Wvgj",
+    ),
+    ("vault login hvs.DgDLhFQFzS7ZsseA9ocHHGtP", "DgDLhFQFzS7ZsseA9ocHHGtP"),
+    (
+        "gem push pkg.gem --key rubygems_05592d92c27a5bc1611c5d3ece2ee7bd4805a36055d9b045",
+        "05592d92c27a5bc1",
+    ),
+    ("Datadog API key 9acb288bc42177143debac1d9a52be29", "9acb288bc42177143debac1d9a52be29"),
+    ("poetry config http-basic.corp build P0etryPw!", "P0etryPw!"),
+    ("xfreerdp /u:admin /p:Rdp!Pass /v:10.0.0.9", "Rdp!Pass"),
 ]
 
 #: Written beside those forms, and not secrets.
@@ -453,4 +479,15 @@ LOOK_ALIKES = [
     "| Field | Value |\n|---|---|\n| Password | ******** |",
     "- name: DB_PASSWORD\n  valueFrom:\n    secretKeyRef:",
     "- name: DB_PASSWORD\n  value: ${DB_PASSWORD}",
+    # beside Redis, AWS and the command lines
+    "AUTH failed",
+    "AUTH 401 Unauthorized",
+    "the AUTH header",
+    "# requirepass foobared",
+    'requirepass ""',
+    "aws configure set region us-east-1",
+    "poetry config http-basic.corp",
+    "xfreerdp /v:10.0.0.9 /size:1920x1080",
+    "the Datadog API key is in the vault",
+    "hvs.short",
 ]

@@ -124,6 +124,19 @@ _MYSQL = [
     "mariadb-admin",
     "mariadb-import",
 ]
+
+
+def _redis_span(match: re.Match[str]) -> Span | None:
+    """A Redis password: after ``requirepass`` any value, after ``AUTH`` one that
+    looks like a password (6+ characters, a digit or a symbol: "AUTH failed" stays)."""
+    if match.group("secret") is not None:
+        return _unquoted(match)
+    value = match.group("secret_auth").strip("'\"")
+    if len(value) < 6 or not any(not c.isalpha() for c in value):
+        return None
+    return _unquoted(match, "secret_auth")
+
+
 _MONGO = ["mongo", "mongosh", "mongodump", "mongorestore", "mongoexport", "mongoimport"]
 _LDAP = "ldapsearch ldapadd ldapmodify ldapdelete ldapwhoami ldappasswd ldapcompare ldapmodrdn"
 CLI_RULES: tuple[Rule, ...] = (
@@ -216,6 +229,34 @@ CLI_RULES: tuple[Rule, ...] = (
         r"|\bchpasswd\b|\bkinit\b|\brunas\b))",
         ("echo", "printf"),
         _piped,
+    ),
+    Rule(  # xfreerdp /u:admin /p:PASS
+        "command_password",
+        rf"(?i)(?<![\w-])/p:(?P<secret>{_CLI_VALUE})",
+        ("/p:",),
+        _for_commands("xfreerdp", "wfreerdp", "xfreerdp3", "sdl-freerdp"),
+    ),
+    Rule(  # poetry config http-basic.REPO USER PASS
+        "command_password",
+        rf"(?<![\w-])http-basic\.\S+\s+(?!-)\S+\s+(?P<secret>(?!-){_CLI_VALUE})",
+        ("http-basic.",),
+        _for_commands("poetry"),
+    ),
+    Rule(  # aws configure set aws_secret_access_key X (and a session token)
+        "command_password",
+        r"(?<![\w-])configure\s+set\s+(?:[\w-]+\.)?(?:aws_secret_access_key|aws_session_token)"
+        rf"\s+(?P<secret>{_CLI_VALUE})",
+        ("configure set",),
+        _for_commands("aws"),
+    ),
+    Rule(  # redis.conf's requirepass / masterauth, CONFIG SET requirepass X, AUTH X
+        "command_password",
+        r"(?im)(?:^[ \t]*|\bconfig[ \t]+set[ \t]+)(?:requirepass|masterauth)[ \t]+"
+        rf"(?P<secret>(?![\"']{{2}}){_CLI_VALUE})"
+        r"|(?:^[ \t]*|>[ \t]*|\bredis-cli\b[^\n|;]*?[ \t])(?-i:AUTH)[ \t]+(?:\S+[ \t]+)?"
+        rf"(?P<secret_auth>{_CLI_VALUE})[ \t]*$",
+        ("requirepass", "masterauth", "auth "),
+        _redis_span,
     ),
     Rule(  # openssl ... -passin pass:X
         "command_password",

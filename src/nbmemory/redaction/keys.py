@@ -62,6 +62,8 @@ KEY_VALUE = (
     # ``=>`` only after a space (``key => v``); ``key=>v`` is ``=`` then the value ``>v``
     # (``password == "x"`` compares with a literal: that literal is the secret too)
     r"(?:[ \t]+=>|[ \t]*:=|(?P<compare>[ \t]*[!=]==?)|[ \t]*:|=|[ \t]+=(?!>))[ \t]*"
+    # (a shell's line continued: ``AWS_SECRET_ACCESS_KEY=\`` then the value)
+    r"(?:\\\r?\n[ \t]*)?"
     # a string's prefix (``b"…"``, ``f"…"``, ``r'…'``) before its quote
     r"""(?:[bBrRuUfF]{1,2}(?=\\*["']))?"""
     r"""(?:(?P<value_quote>\\*["'])|(?=[^\s"'\\]))"""

@@ -291,10 +291,10 @@ def _iban_span(match: re.Match[str]) -> Span | None:
 RULES: tuple[Rule, ...] = (
     Rule("private_key", _PRIVATE_KEY, ("-----begin",)),
     # an AWS secret access key: 40 (39-41) characters of base64 after its access key id, on
-    # the same line (a credentials CSV, "access key AKIA… secret …")
+    # the same line or the next (a credentials CSV, "access key AKIA… secret …")
     Rule(
         "aws_secret_key",
-        rf"{_START}(?:AKIA|ASIA)[0-9A-Z]{{16}}[^\n]{{0,80}}?(?<![A-Za-z0-9/+])"
+        rf"{_START}(?:AKIA|ASIA)[0-9A-Z]{{16}}[^\n]{{0,80}}?(?:\n[^\n]{{0,80}}?)?(?<![A-Za-z0-9/+])"
         r"(?P<secret>[A-Za-z0-9/+]{39,41})(?![A-Za-z0-9/+=])",
         ("akia", "asia"),
         _aws_secret_span,
@@ -397,7 +397,8 @@ RULES: tuple[Rule, ...] = (
     Rule("google_api_key", rf"{_START}AIza[0-9A-Za-z_-]{{35}}{_END}", ("aiza",)),
     Rule(
         "vault_token",
-        rf"{_START}(?:hvs\.[\w-]{{90,}}|hvb\.[\w-]{{138,}})",
+        # (a service token is "hvs." and 90+ characters; a dev server's root token 24)
+        rf"{_START}(?:hvs\.[\w-]{{24,}}|hvb\.[\w-]{{138,}})",
         ("hvs.", "hvb."),
     ),
     Rule(

@@ -1,7 +1,8 @@
 """More services' credentials, found by their published format: a Sentry DSN's key,
-a Mailgun API key, Atlassian API tokens and Bitbucket app passwords, and a Telegram
+a Mailgun API key, Atlassian API tokens and Bitbucket app passwords, a Telegram
 bot's token in the Bot API's URL whatever its length (the documentation's
-``bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11``).
+``bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11``), a RubyGems API key, and a
+Datadog key (32 or 40 hex digits) right after its name.
 
 Each starts with a literal (``key-``, ``ATATT3``, ``/bot``) or sits in a URL only the
 service uses (``@o123.ingest.sentry.io``), which is the rule's needle.
@@ -41,6 +42,14 @@ SERVICE_RULES: tuple[Rule, ...] = (
         "atlassian_token",
         rf"{_START}(?:ATATT3[A-Za-z0-9_=-]{{20,}}|ATBB[A-Za-z0-9_=.-]{{28,}}){_END}",
         ("atatt3", "atbb"),
+    ),
+    Rule("rubygems_key", rf"{_START}rubygems_[0-9a-f]{{48}}{_END}", ("rubygems_",)),
+    # "Datadog API key 9acb…", "DD_APP_KEY=…" is the key-value rule's
+    Rule(
+        "datadog_key",
+        r"(?i)\b(?:datadog|dd)[ _-]?(?:api|app(?:lication)?)[ _-]?key\b[ \t]*(?:[:=]|is)?[ \t]*"
+        rf"(?P<secret>[0-9a-f]{{40}}|[0-9a-f]{{32}}){_END}",
+        r"(?:datadog|dd)[ _-]?(?:api|app)",
     ),
     # the Bot API's URL: api.telegram.org/bot<id>:<token>/getMe, a token of any length
     Rule(
