@@ -281,6 +281,23 @@ SECRETS = [
     ("Datadog API key 9acb288bc42177143debac1d9a52be29", "9acb288bc42177143debac1d9a52be29"),
     ("poetry config http-basic.corp build P0etryPw!", "P0etryPw!"),
     ("xfreerdp /u:admin /p:Rdp!Pass /v:10.0.0.9", "Rdp!Pass"),
+    ("wrangler secret put API_KEY <<< 'Wr4ngler!Key'", "Wr4ngler!Key"),
+    ("auths:\n  registry.example.com:\n    auth: ZGVwbG95OlpxOCF2UjJtUHc=", "ZGVwbG95OlpxOCF2"),
+    ('{"name": "login", "arguments": "{\\"creds\\": \\"admin:ColonCreds!\\"}"}', "ColonCreds!"),
+    (
+        "just the body, no header: \nG7PYN2gRLHsxfgecIS+xGTVmne5PL3Bcrr3JaAnQ3F068ginoQHJ6jMiHtTdVifc\n"
+        "7Mbfp+VAxOtfh9mDpJLvKcc6jqBj+d+70QzvzPktMT81MLYktMK0yF1BIRVEtRJz\n-----END RSA PRIVATE KEY-----",
+        "7Mbfp+VAxOtfh9mDpJLvKcc6",
+    ),
+    ("Recovery key: 4F2A-9B7C-11DE-8A3F-77C0-5E19", "4F2A-9B7C-11DE"),
+    (
+        "the bitcoin private key is 5HueCGU8rMjxEXxiPuD5BDku4MkFqeZyd4dZ1jvhTVqvbTLvyTJ",
+        "5HueCGU8rMjxEXxiPuD5BDku4MkFqeZyd4dZ1jvhTVqvbTLvyTJ",
+    ),
+    (
+        "ETH private key 0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318",
+        "4c0883a69102937d6231471b5dbb6204",
+    ),
 ]
 
 #: Written beside those forms, and not secrets.
@@ -490,4 +507,12 @@ LOOK_ALIKES = [
     "xfreerdp /v:10.0.0.9 /size:1920x1080",
     "the Datadog API key is in the vault",
     "hvs.short",
+    'gh secret set X <<< "$TOKEN"',
+    "cat <<< hello",
+    "auth: required",
+    "auth: dGVzdGluZ3Rlc3Rpbmc=",
+    "-----END RSA PRIVATE KEY-----",
+    "recovery key: see-the-docs-page-here",
+    "the public key is 0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318",
+    "STRIPE_KEY=sk_test_xxxxxxxxxxxxxxxxxxxxxxxx",
 ]

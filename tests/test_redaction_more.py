@@ -148,6 +148,7 @@ def test_only_the_secret_of_a_form_is_replaced(text: str, expected: str) -> None
         ("https://4f9a2c7e1b8d3f6a0e5c9b2d7f1a8e3c@o1.ingest.sentry.io/2", "sentry_dsn"),
         ("ATATT3xFfGF0T4mQ9bZ7kL2nP5rS8vW1yC4eG7iK0mO3qU6x=1A2B3C4D", "atlassian_token"),
         ("rubygems_05592d92c27a5bc1611c5d3ece2ee7bd4805a36055d9b045", "rubygems_key"),
+        ("ETH private key 0x" + "4c0883a69102937d" * 4, "wallet_key"),
         ("DD_API_KEY is 9acb288bc42177143debac1d9a52be29", "datadog_key"),
     ],
 )

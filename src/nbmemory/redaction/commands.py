@@ -258,6 +258,12 @@ CLI_RULES: tuple[Rule, ...] = (
         ("requirepass", "masterauth", "auth "),
         _redis_span,
     ),
+    Rule(  # wrangler secret put NAME <<< 'X', gh secret set NAME <<< X (a here-string)
+        "command_password",
+        rf"<<<[ \t]*(?P<secret>(?!\$){_CLI_VALUE})",
+        ("<<<",),
+        _for_commands("secret"),
+    ),
     Rule(  # openssl ... -passin pass:X
         "command_password",
         r"(?<![\w-])-pass(?:in|out)?\s+pass:(?P<secret>\S+)",

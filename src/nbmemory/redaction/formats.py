@@ -1,5 +1,5 @@
 """Credentials in the files and strings whose shape says where they are: a PuTTY key
-file's private lines, a Kubernetes Secret's values, a credentials CSV's password
+file's private lines, a PEM key's body pasted without its BEGIN line, a Kubernetes Secret's values, a credentials CSV's password
 column, a Wi-Fi QR code's password, a Terraform variable's default, an Oracle
 connect string and a password passed as a SQL statement's parameter.
 
@@ -315,8 +315,28 @@ def _sql_parameter_span(match: re.Match[str]) -> Span | None:
     return parameter.span("value")
 
 
+#: A PEM private key's END line (its body before it may have lost the BEGIN line).
+_PEM_END = r"-----END[ A-Z0-9_-]{0,60}?PRIVATE KEY(?: BLOCK)?-----"
+_BASE64_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{16,}[ \t]*")
+
+
+def _pem_body_span(match: re.Match[str]) -> Span | None:
+    """The base64 lines right above an END line, and the END line: "just the body, no
+    header:" then the key (with its BEGIN line, the private-key rule takes it whole).
+    Each END line looks back only over its own body, so the rule stays linear."""
+    text = match.string
+    start = match.start()
+    while start > 0 and text[start - 1] == "\n":
+        line_start = text.rfind("\n", 0, start - 1) + 1
+        if not _BASE64_LINE.fullmatch(text, line_start, start - 1):
+            break
+        start = line_start
+    return (start, match.end()) if start < match.start() else None
+
+
 FORMAT_RULES: tuple[Rule, ...] = (
     Rule("private_key", _PUTTY, ("private-lines:", "private-mac:"), _putty_span),
+    Rule("private_key", _PEM_END, ("-----end",), _pem_body_span),
     Rule(
         "secret_value",
         _MANIFEST,

@@ -8,12 +8,12 @@ documents put markup between them, or put them on two lines:
 * a Markdown table: a row ``| Password | T4bleV!al |``, or a column named
   ``password`` under a header (``| user | password |`` then ``| admin | … |``);
 * Kubernetes' and Compose's name/value pairs in YAML: ``- name: DB_PASSWORD`` and
-  ``value: …`` on the next line (as :mod:`.structure` reads them in JSON);
+  ``value: …`` on the next line (as :mod:`.structure` reads them in JSON), and a
+  Docker config's ``auth: <base64 of user:password>`` written as YAML;
 * ``pass`` alone as a key (``pass=…``, ``pass: …``, ``user: admin`` then
   ``pass: …``): "pass" also opens a test's result and a boarding pass ("PASS:
   test_login", "boarding pass: gate 12"), so the value must look like a password
-  (:func:`pass_value`);
-* the value alone on the line after "the password is".
+  (:func:`pass_value`).
 
 A table's or a row's value must look like a credential (a digit, a symbol, mixed
 case): API documentation tables name a password's *type* there
@@ -22,6 +22,7 @@ case): API documentation tables name a password's *type* there
 
 from __future__ import annotations
 
+import base64
 import re
 
 from . import code, prose
@@ -149,18 +150,21 @@ def _pass_span(match: re.Match[str]) -> Span | None:
     return (start, end) if pass_value(value) else None
 
 
-# -- the value on the next line ----------------------------------------------------------------
-#: "the password is" at a line's end, the value alone on the next line.
-_NEXT_LINE = (
-    r"(?im)(?<![\w-])(?P<name>pass(?:word|wd|phrase|code))[ \t]+(?:is|was)[ \t]*:?[ \t]*\r?\n"
-    r"[ \t]*(?P<secret>[^\s\"'`]{6,200})[ \t]*\r?$"
+# -- Docker's auth in YAML ------------------------------------------------------------------
+#: ``auth: <base64 of user:password>`` (a Docker config's ``auths`` written as YAML).
+_DOCKER_AUTH = (
+    r"""(?im)^[ \t]*(?P<q>["']?)auth(?P=q)[ \t]*:[ \t]*(?P<v>["']?)"""
+    r"(?P<secret>[A-Za-z0-9+/]{12,}={0,2})(?P=v)[ \t]*,?[ \t]*\r?$"
 )
 
 
-def _next_line_span(match: re.Match[str]) -> Span | None:
-    value = prose.strip_trailing(match.group("secret"))
-    start = match.start("secret")
-    return (start, start + len(value)) if _credential(value) else None
+def _docker_auth_span(match: re.Match[str]) -> Span | None:
+    """The value, when it decodes to ``user:password`` (``auth: required`` does not)."""
+    try:
+        decoded = base64.b64decode(match.group("secret"), validate=True)
+    except ValueError:
+        return None
+    return match.span("secret") if b":" in decoded else None
 
 
 LAYOUT_RULES: tuple[Rule, ...] = (
@@ -179,12 +183,7 @@ LAYOUT_RULES: tuple[Rule, ...] = (
         r"\|[ \t]*\**(?:pass|pw|secret|token|api|access)",
         spans=_table_spans,
     ),
+    Rule("secret_value", _DOCKER_AUTH, r"auth[\"']?[ \t]*:", _docker_auth_span, separated=True),
     Rule("secret_value", _NAME_VALUE, ("value:",), _name_value_span, separated=True),
     Rule("secret_value", _PASS_KEY, r"pass\\*[\"']?[ \t]*[:=]", _pass_span, separated=True),
-    Rule(
-        "secret_prose",
-        _NEXT_LINE,
-        r"(?:word|wd|phrase|code)[ \t]+(?:is|was)[ \t]*:?[ \t]*\r?\n",
-        _next_line_span,
-    ),
 )

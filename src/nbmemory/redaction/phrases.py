@@ -1,5 +1,6 @@
-"""Secrets not written as "<name> is <value>": wallet seed phrases, a password given
-on the line after its label, and a password right after its name ("pw hunter2xyz").
+"""Secrets not written as "<name> is <value>": wallet seed phrases and private keys,
+recovery keys, a password given on the line after its label, and a password right
+after its name ("pw hunter2xyz").
 
 * A wallet's seed (recovery, backup, mnemonic) phrase is 12 to 25 plain words
   ("my seed phrase is abandon ability able about …"); the whole run of words is
@@ -8,8 +9,8 @@ on the line after its label, and a password right after its name ("pw hunter2xyz
   (BIP-39; up to 10 here), so "the seed phrase is written on the back of the card"
   (a word of two letters, and too few words) stays prose.
 * A form pasted as it shows on screen puts the value on the next line
-  ("Password:\\nhunter2xyz"): a line that is only a password's label, then a line
-  that is only one word, judged as the word after "the password is" would be
+  ("Password:\\nhunter2xyz", "the password is\\nMultiL1ne!Pw"): a line that is
+  only a password's label, then a line that is only one word, judged as the word after "the password is" would be
   (:func:`nbmemory.redaction.prose.looks_secret`), so "Password:\\nrequired" and
   "Password:\\n********" stay.
 """
@@ -38,10 +39,12 @@ _SEED = (
     rf"(?P<secret>[A-Za-z]{{3,10}}(?:{_GAP}[A-Za-z]{{3,10}}){{11,24}})(?![\w-])"
 )
 
-#: A line that is only a password's label ("Password:", "PIN:", "passcode ="), then
-#: a line that is only one word.
+#: A line that is only a password's label ("Password:", "PIN:", "passcode =", "the
+#: password is", "my wifi password is:"), then a line that is only one word.
 _NEXT_LINE = (
-    r"(?im)^[ \t]*(?P<name>pass(?:word|wd|code|phrase)|pwd?|pin)[ \t]*[:=][ \t]*\r?\n"
+    r"(?im)^[ \t]*(?:(?:the|my|our|your)[ \t]+(?:[\w-]+[ \t]+)?)?"
+    r"(?P<name>pass(?:word|wd|code|phrase)|pwd?|pin)"
+    r"(?:[ \t]*[:=]|[ \t]+(?:is|was)[ \t]*:?)[ \t]*\r?\n"
     r"""[ \t]*(?P<bare>[^\s"'`]{3,200})[ \t]*$"""
 )
 
@@ -120,12 +123,34 @@ def _spaced_name_span(match: re.Match[str]) -> Span | None:
     )
 
 
+#: A wallet's private key after its name: 64 hex digits (Ethereum, ``0x…`` or not) or
+#: a Bitcoin key in WIF (base58, 51 or 52 characters from 5, K or L).
+_WALLET_KEY = (
+    r"(?i)(?<![\w-])private[ _-]?key(?:[ \t]+(?:is|was))?[ \t]*[:=]?[ \t]*"
+    r"(?P<secret>(?:0x)?[0-9a-f]{64}|(?-i:[5KL][1-9A-HJ-NP-Za-km-z]{50,51}))(?![\w-])"
+)
+#: A disk's or an account's recovery key: groups of 4 to 8 letters and digits joined
+#: by dashes, 4 groups or more (FileVault, BitLocker, a password manager's).
+_RECOVERY_KEY = (
+    r"(?i)(?<![\w-])recovery[ _-]key(?:[ \t]+(?:is|was))?[ \t]*[:=]?[ \t]*"
+    r"(?P<secret>[a-z0-9]{4,8}(?:-[a-z0-9]{4,8}){3,15})(?![\w-])"
+)
+
+
+def _mixed_digits_span(match: re.Match[str]) -> Span | None:
+    """The recovery key, when its groups hold digits (not "see-the-docs-page")."""
+    value = match.group("secret")
+    return match.span("secret") if sum(c.isdigit() for c in value) >= 4 else None
+
+
 PHRASE_RULES: tuple[Rule, ...] = (
     Rule("seed_phrase", _SEED, ("phrase", "words", "seed", "mnemonic")),
+    Rule("wallet_key", _WALLET_KEY, r"private[ _-]?key"),
+    Rule("secret_value", _RECOVERY_KEY, r"recovery[ _-]key", _mixed_digits_span),
     Rule(
         "secret_prose",
         _NEXT_LINE,
-        r"(?:word|wd|code|phrase|pw|pwd|pin)[ \t]*[:=][ \t]*\r?\n",
+        r"(?:word|wd|code|phrase|pw|pwd|pin)(?:[ \t]*[:=]|[ \t]+(?:is|was)[ \t]*:?)[ \t]*\r?\n",
         _next_line_span,
     ),
     Rule(

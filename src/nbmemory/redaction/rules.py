@@ -365,6 +365,7 @@ RULES: tuple[Rule, ...] = (
         "stripe_key",
         rf"{_START}(?:[rsp]k_(?:live|test|prod)_[A-Za-z0-9]{{16,}}|whsec_[A-Za-z0-9]{{24,}})",
         ("k_live_", "k_test_", "k_prod_", "whsec_"),
+        _checked(lambda key: not re.search(r"_x{8,}$", key)),  # sk_test_xxxxxxxx: a template's
     ),
     Rule("twilio_key", rf"{_START}SK[0-9a-fA-F]{{32}}{_END}", r"sk[0-9a-f]{32}"),
     Rule(

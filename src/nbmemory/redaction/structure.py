@@ -82,7 +82,7 @@ def secret_key(key: str, value: Any) -> bool:
     ``pass`` only for a value shaped like a password)."""
     name = key.strip().replace(" ", "_")
     lowered = name.lower()
-    if lowered in ("pw", "passcode"):
+    if lowered in ("pw", "passcode", "creds"):
         return True
     if lowered == "pin":
         return _PIN.fullmatch(str(value)) is not None and not isinstance(value, bool)
