@@ -132,6 +132,14 @@ def test_a_putty_key_loses_its_private_lines_and_keeps_its_public_ones() -> None
             """"client_email": "svc@acme-prod.iam.gserviceaccount.com"}'""",
         ),
         ("""CREDENTIALS='{"user": "bob", "pw": "Xk9!mmQ2"}'""", "CREDENTIALS='[REDACTED]'"),
+        # an ODBC value in braces may hold ";"
+        (
+            "Driver={ODBC Driver 18 for SQL Server};Server=x;Uid=app;Pwd={Br4ced;Pw};",
+            "Driver={ODBC Driver 18 for SQL Server};Server=x;Uid=app;Pwd={[REDACTED]};",
+        ),
+        ("Server=x;Password={Br4ced;Pw};", "Server=x;Password={[REDACTED]};"),
+        ("Server=x;Password={0};", "Server=x;Password={0};"),
+        ("Server=x;Pwd={password};", "Server=x;Pwd={password};"),
     ],
 )
 def test_only_the_secret_of_a_form_is_replaced(text: str, expected: str) -> None:

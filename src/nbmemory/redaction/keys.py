@@ -133,6 +133,8 @@ def key_value_span(match: re.Match[str]) -> Span | None:
         if _names_its_secrets(value):
             return None  # GOOGLE_CREDENTIALS='{"private_key": …}': its keys' rules take them
         return start, end
+    if text.startswith("{", start) and text.endswith(";", 0, match.start()):
+        return braced_field(text, start)  # ODBC: ;Pwd={Br4ced;Pw};
     if match.group("key_quote"):
         bare = _BARE_IN_JSON.match(text, start)
     else:
@@ -182,6 +184,21 @@ def _names_its_secrets(value: str) -> bool:
     return isinstance(document, dict) and any(
         isinstance(key, str) and SECRET_KEY.fullmatch(key) is not None for key in document
     )
+
+
+#: An ODBC connection string's braced value: any characters, ``}}`` for a brace.
+_BRACED = re.compile(r"\{(?P<inner>(?:[^}\n]|\}\})*)\}(?=;|\s|$|[\"'])")
+
+
+def braced_field(text: str, start: int) -> Span | None:
+    """A connection string's field value in braces (``Pwd={Br4ced;Pw}``: the braces
+    let it hold ``;``), the inside of the braces; a placeholder (``{password}``) is none."""
+    braced = _BRACED.match(text, start)
+    if braced is None or code.is_placeholder(braced.group(0)):
+        return None
+    if not braced.group("inner").strip("0123456789"):
+        return None  # Password={0}: a format string's field
+    return braced.span("inner")
 
 
 #: A method called on the string: ``"|".join(…)``, ``"{}:{}".format(…)``.

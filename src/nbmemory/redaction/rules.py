@@ -158,6 +158,12 @@ def _prose_span(match: re.Match[str], kind: str | None = None) -> Span | None:
     in_code = verb.lstrip("-") in ("", ":", "=", ">", "→", "–", "—")
     start, end, quoted = prose.value_span(match)
     if (
+        verb == "="
+        and match.string.startswith("{", start)
+        and match.string[: match.start()].endswith(";")
+    ):
+        return keys.braced_field(match.string, start)  # ODBC: ;Pwd={Br4ced;Pw};
+    if (
         verb in (":", "=")
         and not quoted
         and kind not in (prose.PIN, prose.CODE)  # "cvv: 123", "pin=4821" are digits
