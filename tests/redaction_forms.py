@@ -515,4 +515,7 @@ LOOK_ALIKES = [
     "recovery key: see-the-docs-page-here",
     "the public key is 0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318",
     "STRIPE_KEY=sk_test_xxxxxxxxxxxxxxxxxxxxxxxx",
+    # (found in the installed packages' sources and docs)
+    "- pass: BatchedProviderA -> 1",
+    "$ aws configure set aws_secret_access_key default_secret_key",
 ]

@@ -119,6 +119,10 @@ def test_a_putty_key_loses_its_private_lines_and_keeps_its_public_ones() -> None
         ),
         ("postgres://postgres:password@db/app", "postgres://postgres:[REDACTED]@db/app"),
         (
+            "SLACK_WEBHOOK_URL=https://hooks.slack.com/services/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",
+            "SLACK_WEBHOOK_URL=https://hooks.slack.com/services/[REDACTED]",
+        ),
+        (
             "pip install --extra-index-url https://__token__:glpat-WJBMYgS4D-vWNaj9YM29@gitlab.com/x pkg",
             "pip install --extra-index-url https://__token__:[REDACTED]@gitlab.com/x pkg",
         ),

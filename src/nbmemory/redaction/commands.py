@@ -137,6 +137,17 @@ def _redis_span(match: re.Match[str]) -> Span | None:
     return _unquoted(match, "secret_auth")
 
 
+_AWS = _for_commands("aws")
+
+
+def _aws_configure_span(match: re.Match[str]) -> Span | None:
+    """``aws configure set …`` given a key (a digit or a capital in it), not a
+    documentation's ``default_secret_key``."""
+    if not any(c.isdigit() or c.isupper() for c in match.group("secret")):
+        return None
+    return _AWS(match)
+
+
 _MONGO = ["mongo", "mongosh", "mongodump", "mongorestore", "mongoexport", "mongoimport"]
 _LDAP = "ldapsearch ldapadd ldapmodify ldapdelete ldapwhoami ldappasswd ldapcompare ldapmodrdn"
 CLI_RULES: tuple[Rule, ...] = (
@@ -247,7 +258,7 @@ CLI_RULES: tuple[Rule, ...] = (
         r"(?<![\w-])configure\s+set\s+(?:[\w-]+\.)?(?:aws_secret_access_key|aws_session_token)"
         rf"\s+(?P<secret>{_CLI_VALUE})",
         ("configure set",),
-        _for_commands("aws"),
+        _aws_configure_span,
     ),
     Rule(  # redis.conf's requirepass / masterauth, CONFIG SET requirepass X, AUTH X
         "command_password",

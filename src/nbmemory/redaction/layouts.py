@@ -133,12 +133,12 @@ _IDENTIFIER_OR_PATH = re.compile(r"[a-z0-9_]*_[a-z0-9_]*|[\w.-]*[/.][\w./-]*|[\w
 
 def pass_value(value: str) -> bool:
     """Whether a value given after ``pass`` alone is a password: 6 characters or
-    more, a letter with a digit or a symbol or mixed case, and not a test's name, a
-    path or a count ("PASS: test_login", "pass: 12 of 12", "boarding pass: gate 12")."""
+    more, a letter with a digit or a symbol, and not a test's name, a class's name,
+    a path or a count ("PASS: test_login", "pass: BatchedProviderA", "pass: 12 of 12")."""
     if len(value) < 6 or code.is_placeholder(value) or _IDENTIFIER_OR_PATH.fullmatch(value):
         return False
-    if not any(c.isalpha() for c in value):
-        return False
+    if not any(c.isalpha() for c in value) or value.isalpha():
+        return False  # "pass: BatchedProviderA": a class's name, not a password
     return prose.looks_secret(value, prose.STRONG, quoted=False, code=True)
 
 

@@ -353,7 +353,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "slack_token",
         rf"{_START}(?:xox[abposre]-[A-Za-z0-9-]{{10,}}|xapp-\d-[A-Za-z0-9-]{{10,}})"
-        r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{20,}",
+        # (a webhook's host and kind stay: only its path is the secret)
+        r"|hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9+/]{20,})",
         ("xox", "xapp-", "hooks.slack.com/"),
     ),
     # a Discord bot's token: the bot's id in base64, a time stamp, an HMAC
