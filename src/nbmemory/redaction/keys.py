@@ -187,7 +187,8 @@ def _names_its_secrets(value: str) -> bool:
 
 
 #: An ODBC connection string's braced value: any characters, ``}}`` for a brace.
-_BRACED = re.compile(r"\{(?P<inner>(?:[^}\n]|\}\})*)\}(?=;|\s|$|[\"'])")
+#: (200 characters at most: a text of unclosed braces is not searched to its end each time)
+_BRACED = re.compile(r"\{(?P<inner>(?:[^}\n]|\}\}){0,200})\}(?=;|\s|$|[\"'])")
 
 
 def braced_field(text: str, start: int) -> Span | None:
