@@ -143,6 +143,12 @@ def test_a_putty_key_loses_its_private_lines_and_keeps_its_public_ones() -> None
         ),
         ("Server=x;Password={Br4ced;Pw};", "Server=x;Password={[REDACTED]};"),
         ("Server=x;Password={0};", "Server=x;Password={0};"),
+        # a value that lists fields keeps their names
+        (
+            "Credentials: key=AKIA4HAFCFGWPBBBW65J secret=lxob+Fi7ilfIiM9TIFz6cjaQs8Wvgj/ujBsdSosN",
+            "Credentials: key=[REDACTED] secret=[REDACTED]",
+        ),
+        ("credentials: user=Xk9!mmQ2", "credentials: user=[REDACTED]"),
         ("Server=x;Pwd={password};", "Server=x;Pwd={password};"),
     ],
 )

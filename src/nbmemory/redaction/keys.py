@@ -143,6 +143,9 @@ def key_value_span(match: re.Match[str]) -> Span | None:
         return None
     key = match.group(0).rstrip()
     colon = not match.group("key_quote") and key.endswith(":")
+    field = _FIELD.match(text, start, bare.end()) if colon else None
+    if field is not None:
+        return field.end(), bare.end()  # "Credentials: key=AKIA… secret=…": the field's value
     if code.is_code(
         text,
         start,
@@ -186,6 +189,12 @@ def _names_its_secrets(value: str) -> bool:
     )
 
 
+#: A field's name at the start of a value after ``:`` ("Credentials: key=AKIA…
+#: secret=…" lists fields): only the field's value is the secret, not its name.
+_FIELD = re.compile(
+    r"(?i)(?:key|id|user(?:name)?|secret|token|pass(?:word)?|access[_-]?key(?:[_-]?id)?"
+    r"|secret[_-]?(?:access[_-]?)?key)=(?=[^\s=])"
+)
 #: An ODBC connection string's braced value: any characters, ``}}`` for a brace.
 #: (200 characters at most: a text of unclosed braces is not searched to its end each time)
 _BRACED = re.compile(r"\{(?P<inner>(?:[^}\n]|\}\}){0,200})\}(?=;|\s|$|[\"'])")
