@@ -75,14 +75,24 @@ def test_a_backlog_of_short_texts_is_pooled_up_to_the_limit():
     assert embedder.sizes == [1, POOL_TEXTS, 100]
 
 
-def test_a_backlog_of_long_texts_stays_in_rounds_of_batch_size():
-    """Long texts fill the pool's characters at once: rounds of ``batch_size`` as before."""
-    from nbmemory.retrieval.worker import POOL_CHARS
+def test_a_backlog_of_long_texts_goes_to_the_model_a_call_at_a_time():
+    """Long texts fill the pool's characters at once (rounds of ``batch_size``), and a
+    round goes to the model in calls of at most ``CALL_CHARS`` characters: here one
+    text a call, so a worker told to stop waits for one text, not for a round."""
+    from nbmemory.retrieval.worker import CALL_CHARS, POOL_CHARS
 
-    embedder = GatedEmbedder()
+    class Recording(GatedEmbedder):
+        chars: list[int] = []
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            self.chars.append(sum(map(len, texts)))
+            return super().embed(texts)
+
+    embedder = Recording()
     long_text = "word " * (POOL_CHARS // 20)  # four of them fill the pool
     _backlog(embedder, [(f"id-{i}", long_text + str(i)) for i in range(13)], 4)
-    assert embedder.sizes == [1, 4, 4, 4]
+    assert embedder.sizes == [1] * 13
+    assert max(embedder.chars) <= CALL_CHARS
 
 
 class _SecondCallWaits:

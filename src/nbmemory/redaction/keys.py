@@ -26,7 +26,7 @@ OTHER_PASSWORD = (
 #: apiKey ... (but not max_tokens, maxTokens, password_hint, token_count or passport).
 SECRET_NAME = (
     r"(?:(?:[A-Za-z0-9]+[_.-])*"
-    r"(?:pass(?:word|wd|phrase|code)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?"
+    r"(?:pass(?:word|wd|phrase|code)|secret(?:[_-]?(?:access[_-]?)?key)?|credentials?|creds"
     r"|(?:api|access|private|client|signing|encryption|account|master|app|consumer|auth"
     r"|shared[_-]?access)[_-]?(?:key|secret)|apikey|private[_-]?key[_-]?id"
     r"|(?:auth|access|refresh|session|bearer|api|id|oauth)?[_-]?token"
@@ -45,7 +45,7 @@ SECRET_KEY = re.compile(rf"(?i){SECRET_NAME}")
 VARIABLE_NAME = re.compile(rf"(?i)(?:[a-z0-9_]*[_a-z])?{SECRET_NAME}")
 _KEY_WORDS = r"(?:api|access|private|client|signing|encryption|account|master|app|consumer|secret)"
 SECRET_NAME_NEEDLE = (
-    rf"""(?:pass|password|passwd|passphrase|passcode|pwd|pw|pin|secret|credential|credentials|{_KEY_WORDS}[_.\s-]?key|access[_-]?key"""
+    rf"""(?:pass|password|passwd|passphrase|passcode|pwd|pw|pin|secret|credential|credentials|creds|{_KEY_WORDS}[_.\s-]?key|access[_-]?key"""
     r"""|key_id|key-id|token|auth|senha|contrase(?:ñ|n)a|passe|wort|wachtwoord)\\*["']?\s*[:=]"""
 )
 KEY_VALUE = (
